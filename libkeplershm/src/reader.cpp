@@ -1,0 +1,321 @@
+// Reading frames: in place with validation, by copy, and as a stream that follows the writer across
+// restarts. The mapping is untrusted: everything is checked against the reader's own layout snapshot.
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "clock.hpp"
+#include "error.hpp"
+#include "futex.hpp"
+#include "reader_impl.hpp"
+#include "seqlock.hpp"
+
+namespace keplershm {
+
+using namespace detail;
+using std::chrono::milliseconds;
+using std::chrono::nanoseconds;
+
+namespace {
+constexpr size_t kKeptAttachments = 4;  // in-place views survive this many re-attaches
+constexpr uint64_t kMaxHeartbeatPeriodNs = 3600ull * 1'000'000'000ull;
+}  // namespace
+
+std::unique_ptr<ReaderImpl> ReaderImpl::open_live(const std::string& name, const ReaderOptions& options) {
+    validate_segment_name(name);
+    std::unique_ptr<ReaderImpl> r(new ReaderImpl());
+    r->name_ = name;
+    r->options_ = options;
+    r->attach(MappedSegment::open_read_only(name));
+    return r;
+}
+
+std::unique_ptr<ReaderImpl> ReaderImpl::open_recording(const std::string& path, const ReaderOptions& options) {
+    std::unique_ptr<ReaderImpl> r(new ReaderImpl());
+    r->name_ = path;
+    r->options_ = options;
+    r->recording_ = std::make_unique<RecordingFile>(path);
+    if (r->recording_->first_layout() == nullptr && !r->recording_->truncated()) {
+        fail(KEPLERSHM_E_CORRUPT, "recording '{}' holds no segment record", path);
+    }
+    return r;
+}
+
+void ReaderImpl::attach(MappedSegment segment) {
+    Layout layout = validate_header(segment.data(), segment.size(), true);
+    if (layout.header.segment_kind != KEPLERSHM_SEGMENT_FRAMES && layout.header.segment_kind != KEPLERSHM_SEGMENT_ESTIMATES) {
+        fail(KEPLERSHM_E_CORRUPT, "segment '{}' has unknown kind {}", name_, layout.header.segment_kind);
+    }
+    attachments_.push_back(Attachment{std::move(segment), std::move(layout)});
+    if (attachments_.size() > kKeptAttachments) attachments_.pop_front();
+    buffer_.assign(packed_frame_capacity(current().layout) / sizeof(uint64_t) + 1, 0);
+}
+
+const keplershm_header& ReaderImpl::live_header() const {
+    return *reinterpret_cast<const keplershm_header*>(current().segment.data());
+}
+
+const uint8_t* ReaderImpl::slot_address(const Attachment& a, uint64_t sequence) const {
+    const Layout& l = a.layout;
+    return a.segment.data() + l.slots_offset + (sequence % l.slot_count) * l.slot_size;
+}
+
+nanoseconds ReaderImpl::heartbeat_timeout() const {
+    if (options_.heartbeat_timeout.count() > 0) return options_.heartbeat_timeout;
+    const uint64_t period = std::min(current().layout.header.heartbeat_period_ns, kMaxHeartbeatPeriodNs);
+    return nanoseconds(3 * period + 1'000'000'000ull);
+}
+
+bool ReaderImpl::writer_gone() {
+    const keplershm_header& h = live_header();
+    const uint32_t state = atomic_word(h.state).load(std::memory_order_acquire);
+    if (state == KEPLERSHM_STATE_RETIRED || state == KEPLERSHM_STATE_REPLACED) return true;
+    const uint64_t heartbeat = atomic_word(h.heartbeat_ns).load(std::memory_order_relaxed);
+    const uint64_t now = monotonic_ns();
+    return now > heartbeat && now - heartbeat > static_cast<uint64_t>(heartbeat_timeout().count());
+}
+
+uint64_t ReaderImpl::latest() {
+    if (recording_) return recording_->frame_count();
+    // Acquire: pairs with the writer's release store in announce(); frames up to this number are published.
+    return atomic_word(live_header().latest_sequence).load(std::memory_order_acquire);
+}
+
+uint64_t ReaderImpl::oldest_readable() {
+    // The writer may already be rewriting the slot after `latest`, which held latest + 1 - slot_count.
+    const uint64_t newest = latest();
+    const uint64_t slots = current().layout.slot_count;
+    const uint64_t first = std::max<uint64_t>(current().layout.header.first_sequence, 1);
+    return std::max<uint64_t>(first, newest + 2 > slots ? newest + 2 - slots : 1);
+}
+
+Status ReaderImpl::classify(uint64_t slot_word, uint64_t sequence, keplershm_view& view) {
+    const SlotState s = decode(slot_word);
+    if (s.empty || s.frame <= sequence) return Status::not_yet;  // older frame, or frame n being written
+    const uint64_t oldest = oldest_readable();
+    view.missed = oldest > sequence ? oldest - sequence : 1;
+    return Status::lapped;
+}
+
+Status ReaderImpl::acquire(uint64_t sequence, keplershm_view& view) {
+    if (recording_) {
+        const int rc = recording_->read(sequence, view);
+        if (rc == KEPLERSHM_E_NOT_YET) return Status::not_yet;
+        if (rc != KEPLERSHM_OK) fail(rc, "{}: {}", name_, last_error());
+        return Status::ok;
+    }
+    const Attachment& a = current();
+    const uint8_t* slot = slot_address(a, sequence);
+    const uint64_t& word = reinterpret_cast<const keplershm_slot_control*>(slot)->sequence;
+    const uint64_t seen = seq_load(word);
+    if (seen != KEPLERSHM_SEQ_PUBLISHED(sequence)) return classify(seen, sequence, view);
+    const int rc = parse_frame(slot + KEPLERSHM_SLOT_CONTROL_SIZE, a.layout.max_frame_size, a.layout, view);
+    if (!seq_recheck(word, seen)) return classify(atomic_word(word).load(std::memory_order_relaxed), sequence, view);
+    if (rc != KEPLERSHM_OK) fail(rc, "segment '{}', frame {}: {}", name_, sequence, last_error());
+    if (view.sequence != sequence || view.generation != a.layout.header.generation) {
+        fail(KEPLERSHM_E_CORRUPT, "segment '{}': slot for frame {} holds frame {} of generation {:#x}", name_, sequence,
+             view.sequence, view.generation);
+    }
+    view.segment = &a.layout.header;
+    view.in_place = 1;
+    view.missed = 0;
+    return Status::ok;
+}
+
+bool ReaderImpl::validate(const keplershm_view& view) {
+    if (recording_ || !view.in_place) return true;  // files and private copies do not change
+    for (const Attachment& a : attachments_) {
+        if (view.segment != &a.layout.header) continue;
+        // Recompute the slot from the sequence rather than trusting the view's pointers.
+        const uint8_t* slot = slot_address(a, view.sequence);
+        if (view.base != slot + KEPLERSHM_SLOT_CONTROL_SIZE) return false;
+        return seq_recheck(reinterpret_cast<const keplershm_slot_control*>(slot)->sequence,
+                           KEPLERSHM_SEQ_PUBLISHED(view.sequence));
+    }
+    return false;  // a generation this reader no longer maps
+}
+
+Status ReaderImpl::copy(uint64_t sequence, keplershm_view& view) {
+    if (recording_) return acquire(sequence, view);  // the file mapping is already a stable copy
+    keplershm_view racy{};
+    racy.sz = sizeof racy;
+    const Status status = acquire(sequence, racy);
+    if (status != Status::ok) {
+        view.missed = racy.missed;
+        return status;
+    }
+    const Attachment& a = current();
+    auto* out = reinterpret_cast<uint8_t*>(buffer_.data());
+    const size_t packed = pack_frame(racy, a.layout, out, buffer_.size() * sizeof(uint64_t));
+    const uint64_t& word = reinterpret_cast<const keplershm_slot_control*>(slot_address(a, sequence))->sequence;
+    if (!seq_recheck(word, KEPLERSHM_SEQ_PUBLISHED(sequence))) {
+        return classify(atomic_word(word).load(std::memory_order_relaxed), sequence, view);
+    }
+    if (packed == 0) fail(KEPLERSHM_E_CORRUPT, "segment '{}', frame {}: overlapping sections", name_, sequence);
+    // The copy is private now: parse it again so the view's snapshot describes exactly these bytes.
+    const int rc = parse_frame(out, packed, a.layout, view);
+    if (rc != KEPLERSHM_OK) fail(rc, "segment '{}', frame {}: {}", name_, sequence, last_error());
+    view.segment = &a.layout.header;
+    view.in_place = 0;
+    view.missed = 0;
+    return Status::ok;
+}
+
+Status ReaderImpl::wait(uint64_t after, milliseconds timeout) {
+    if (recording_) {
+        if (after < recording_->frame_count()) return Status::ok;
+        return recording_->truncated() ? Status::truncated : Status::end_of_recording;
+    }
+    const uint64_t deadline = monotonic_ns() + static_cast<uint64_t>(std::max<int64_t>(0, nanoseconds(timeout).count()));
+    const nanoseconds slice = std::min<nanoseconds>(heartbeat_timeout() / 4, milliseconds(250));
+    for (;;) {
+        const keplershm_header& h = live_header();
+        // SYNC POINT (partner: the writer's futex_word increment in announce). Read the word before
+        // latest_sequence: a publish after this load changes the word, so FUTEX_WAIT below returns at once.
+        const uint32_t word = atomic_word(h.futex_word).load(std::memory_order_acquire);
+        if (latest() > after) return Status::ok;
+        const uint64_t now = monotonic_ns();
+        const nanoseconds remaining(deadline > now ? deadline - now : 0);
+        if (writer_gone()) {
+            if (options_.reattach && reattach()) return Status::ok;  // a new generation: look again
+            if (remaining.count() == 0) return Status::writer_gone;
+            // Nobody will wake the futex of a dead segment: poll for a successor instead.
+            std::this_thread::sleep_for(std::min<nanoseconds>(remaining, milliseconds(50)));
+            continue;
+        }
+        if (remaining.count() == 0) return Status::timeout;
+        futex_wait(&h.futex_word, word, std::min(remaining, slice));
+    }
+}
+
+bool ReaderImpl::reattach() {
+    if (recording_) return false;
+    dev_t device = 0;
+    ino_t inode = 0;
+    if (!segment_identity(name_, device, inode)) return false;
+    if (device == current().segment.device() && inode == current().segment.inode()) return false;
+    try {
+        MappedSegment segment = MappedSegment::open_read_only(name_);
+        const auto& h = *reinterpret_cast<const keplershm_header*>(segment.data());
+        if (segment.size() >= sizeof h && atomic_word(h.state).load(std::memory_order_acquire) == KEPLERSHM_STATE_INITIALIZING) {
+            return false;
+        }
+        attach(std::move(segment));
+    } catch (const Error&) {
+        return false;  // mid-replacement or broken: try again later
+    }
+    ++reattach_count_;
+    const uint64_t first = std::max<uint64_t>(current().layout.header.first_sequence, 1);
+    if (started_) {
+        if (first > last_ + 1) pending_missed_ += first - (last_ + 1);  // frames lost between generations
+        if (first > last_ + 1 || first <= last_) last_ = first - 1;     // gap, or numbering restarted
+    }
+    return true;
+}
+
+Status ReaderImpl::next(milliseconds timeout, keplershm_view& view) {
+    const uint64_t deadline = monotonic_ns() + static_cast<uint64_t>(std::max<int64_t>(0, nanoseconds(timeout).count()));
+    for (;;) {
+        if (!started_) {
+            const uint64_t newest = latest();
+            if (recording_ || newest == 0) {
+                started_ = true;  // recordings from the start; a fresh segment from its first frame
+                last_ = recording_ ? 0 : std::max<uint64_t>(current().layout.header.first_sequence, 1) - 1;
+            } else {
+                started_ = true;
+                last_ = newest - 1;  // a live stream starts at the newest frame
+            }
+        }
+        const uint64_t target = last_ + 1;
+        const Status status = copy(target, view);
+        if (status == Status::ok) {
+            view.missed = pending_missed_;
+            pending_missed_ = 0;
+            last_ = target;
+            return status;
+        }
+        if (status == Status::lapped) {
+            const uint64_t oldest = std::max(oldest_readable(), target + 1);
+            pending_missed_ += oldest - target;
+            last_ = oldest - 1;
+            continue;
+        }
+        const uint64_t now = monotonic_ns();
+        const Status waited = wait(last_, milliseconds(deadline > now ? (deadline - now) / 1'000'000 : 0));
+        if (waited != Status::ok) return waited;
+    }
+}
+
+keplershm_segment_info ReaderImpl::info() {
+    keplershm_segment_info info{};
+    info.sz = sizeof info;
+    const Layout* layout = recording_ ? recording_->first_layout() : &current().layout;
+    if (layout == nullptr) return info;
+    const keplershm_header& h = layout->header;
+    info.header = &h;
+    info.generation = h.generation;
+    info.segment_size = h.segment_size;
+    info.abi_major = h.abi_major;
+    info.abi_minor = h.abi_minor;
+    info.segment_kind = h.segment_kind;
+    info.slot_count = h.slot_count;
+    info.process_capacity = h.process_capacity;
+    info.cpu_count = h.cpu_count;
+    info.zone_count = h.zone_count;
+    info.metric_mask = h.metric_mask;
+    std::memcpy(info.node_name, h.node_name, sizeof info.node_name);
+    std::memcpy(info.cpu_model, h.cpu_model, sizeof info.cpu_model);
+    info.reattach_count = reattach_count_;
+    if (recording_) {
+        info.is_recording = 1;
+        info.latest_sequence = recording_->frame_count();
+        info.state = KEPLERSHM_STATE_RETIRED;
+        info.writer_cpu_time_ns = h.writer_cpu_time_ns;
+        info.writer_rss_bytes = h.writer_rss_bytes;
+        return info;
+    }
+    const keplershm_header& live = live_header();
+    info.latest_sequence = latest();
+    info.state = atomic_word(live.state).load(std::memory_order_acquire);
+    const uint64_t heartbeat = atomic_word(live.heartbeat_ns).load(std::memory_order_relaxed);
+    const uint64_t now = monotonic_ns();
+    info.heartbeat_age_ns = now > heartbeat ? now - heartbeat : 0;
+    info.writer_cpu_time_ns = atomic_word(live.writer_cpu_time_ns).load(std::memory_order_relaxed);
+    info.writer_rss_bytes = atomic_word(live.writer_rss_bytes).load(std::memory_order_relaxed);
+    return info;
+}
+
+std::vector<keplershm_field> ReaderImpl::schema() const {
+    const Layout* layout = recording_ ? recording_->first_layout() : &current().layout;
+    return layout != nullptr ? layout->schema : std::vector<keplershm_field>{};
+}
+
+const Layout* ReaderImpl::layout_for(const keplershm_view& view) const {
+    if (recording_) return recording_->layout_for(view.segment);
+    for (const Attachment& a : attachments_) {
+        if (view.segment == &a.layout.header) return &a.layout;
+    }
+    return nullptr;
+}
+
+// ------------------------------------------------------------------------------------------------
+
+Reader::Reader(std::unique_ptr<ReaderImpl> impl) : impl_(std::move(impl)) {}
+Reader Reader::open(const std::string& name, const ReaderOptions& options) { return Reader(ReaderImpl::open_live(name, options)); }
+Reader Reader::open_recording(const std::string& path, const ReaderOptions& options) {
+    return Reader(ReaderImpl::open_recording(path, options));
+}
+Reader::Reader(Reader&&) noexcept = default;
+Reader& Reader::operator=(Reader&&) noexcept = default;
+Reader::~Reader() = default;
+keplershm_segment_info Reader::info() { return impl_->info(); }
+uint64_t Reader::latest() { return impl_->latest(); }
+Status Reader::wait(uint64_t after, milliseconds timeout) { return impl_->wait(after, timeout); }
+Status Reader::acquire(uint64_t sequence, FrameView& view) { return impl_->acquire(sequence, view.raw()); }
+bool Reader::validate(const FrameView& view) { return impl_->validate(view.raw()); }
+Status Reader::copy(uint64_t sequence, FrameView& view) { return impl_->copy(sequence, view.raw()); }
+Status Reader::next(milliseconds timeout, FrameView& view) { return impl_->next(timeout, view.raw()); }
+bool Reader::reattach() { return impl_->reattach(); }
+std::vector<keplershm_field> Reader::schema() { return impl_->schema(); }
+
+}  // namespace keplershm

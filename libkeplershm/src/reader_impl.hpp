@@ -1,0 +1,63 @@
+// Reader internals, shared by reader.cpp (live segments and recordings) and recorder.cpp (which needs
+// the layout a view was read under).
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "keplershm/keplershm.hpp"
+#include "layout.hpp"
+#include "recording.hpp"
+#include "segment.hpp"
+
+namespace keplershm {
+
+class ReaderImpl {
+public:
+    static std::unique_ptr<ReaderImpl> open_live(const std::string& name, const ReaderOptions& options);
+    static std::unique_ptr<ReaderImpl> open_recording(const std::string& path, const ReaderOptions& options);
+
+    keplershm_segment_info info();
+    uint64_t latest();
+    Status wait(uint64_t after, std::chrono::milliseconds timeout);
+    Status acquire(uint64_t sequence, keplershm_view& view);
+    bool validate(const keplershm_view& view);
+    Status copy(uint64_t sequence, keplershm_view& view);
+    Status next(std::chrono::milliseconds timeout, keplershm_view& view);
+    bool reattach();
+    std::vector<keplershm_field> schema() const;
+    /// The layout a view of this reader was read under, or nullptr if the view is not this reader's.
+    const detail::Layout* layout_for(const keplershm_view& view) const;
+    [[nodiscard]] bool is_recording() const noexcept { return recording_ != nullptr; }
+
+private:
+    struct Attachment {
+        detail::MappedSegment segment;
+        detail::Layout layout;
+    };
+
+    ReaderImpl() = default;
+    const Attachment& current() const { return attachments_.back(); }
+    const keplershm_header& live_header() const;
+    const uint8_t* slot_address(const Attachment& a, uint64_t sequence) const;
+    Status classify(uint64_t slot_word, uint64_t sequence, keplershm_view& view);
+    uint64_t oldest_readable();
+    bool writer_gone();
+    std::chrono::nanoseconds heartbeat_timeout() const;
+    void attach(detail::MappedSegment segment);
+
+    std::string name_;
+    ReaderOptions options_;
+    std::deque<Attachment> attachments_;  // back() is current; older ones stay mapped for in-place views
+    std::unique_ptr<detail::RecordingFile> recording_;
+    std::vector<uint64_t> buffer_;  // copy-out target (uint64_t: 8-byte alignment for records)
+    uint64_t last_ = 0;             // last frame next() returned
+    bool started_ = false;
+    uint64_t pending_missed_ = 0;
+    uint64_t reattach_count_ = 0;
+};
+
+}  // namespace keplershm

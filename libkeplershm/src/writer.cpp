@@ -1,0 +1,410 @@
+// The single writer of a segment: creation (replacing a dead writer atomically), the publish path, the
+// heartbeat, growth into a new generation, and retirement.
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+#include <utility>
+
+#include "clock.hpp"
+#include "error.hpp"
+#include "futex.hpp"
+#include "layout.hpp"
+#include "schema_table.h"
+#include "segment.hpp"
+#include "seqlock.hpp"
+
+namespace keplershm {
+
+using namespace detail;
+
+namespace {
+
+uint64_t new_generation_id() {
+    std::random_device entropy;
+    uint64_t id = 0;
+    while (id == 0) id = (uint64_t{entropy()} << 32) ^ entropy() ^ monotonic_ns();
+    return id;
+}
+
+std::string this_node_name() {
+    utsname u{};
+    return uname(&u) == 0 ? std::string(u.nodename) : std::string();
+}
+
+uint32_t configured_cpus() {
+    const long n = sysconf(_SC_NPROCESSORS_CONF);
+    return n > 0 ? static_cast<uint32_t>(n) : 1;
+}
+
+/// What stands under the name before we take it.
+struct Predecessor {
+    bool exists = false;
+    bool live = false;
+    uint64_t latest_sequence = 0;
+    std::string description;
+};
+
+Predecessor inspect_predecessor(const std::string& name) {
+    Predecessor p;
+    MappedSegment old;
+    try {
+        old = MappedSegment::open_read_only(name);
+    } catch (const Error& e) {
+        if (e.code() == KEPLERSHM_E_NOT_FOUND) return p;
+        throw;
+    }
+    p.exists = true;
+    const Layout layout = validate_header(old.data(), old.size(), true);  // garbage: refuse to touch it
+    const auto& h = *reinterpret_cast<const keplershm_header*>(old.data());
+    const uint32_t state = atomic_word(h.state).load(std::memory_order_acquire);
+    const uint64_t heartbeat = atomic_word(h.heartbeat_ns).load(std::memory_order_relaxed);
+    const uint64_t now = monotonic_ns();
+    const uint64_t timeout = 3 * layout.header.heartbeat_period_ns + 1'000'000'000ull;
+    const uint64_t age = now > heartbeat ? now - heartbeat : 0;
+    p.live = (state == KEPLERSHM_STATE_ACTIVE || state == KEPLERSHM_STATE_INITIALIZING) && age < timeout;
+    p.latest_sequence = atomic_word(h.latest_sequence).load(std::memory_order_acquire);
+    p.description = fmt::format("generation {:#x}, state {}, heartbeat {} ms ago", layout.header.generation, state,
+                                age / 1'000'000);
+    return p;
+}
+
+/// Tells a predecessor's readers that a newer generation holds the name.
+void mark_replaced(MappedSegment& old) {
+    auto& h = *reinterpret_cast<keplershm_header*>(old.data());
+    // Release: a reader that sees REPLACED and re-opens the name finds the new segment, which was
+    // published (renamed) before this store.
+    atomic_word(h.state).store(KEPLERSHM_STATE_REPLACED, std::memory_order_release);
+    atomic_word(h.futex_word).fetch_add(1, std::memory_order_release);
+    futex_wake_all(&h.futex_word);
+}
+
+}  // namespace
+
+class WriterImpl {
+public:
+    WriterImpl(std::string name, const WriterOptions& options) : name_(std::move(name)), options_(options) {
+        validate_segment_name(name_);
+        if (options_.slot_count < 2) fail(KEPLERSHM_E_INVALID_ARGUMENT, "slot_count must be at least 2");
+        if (options_.zones.size() > KEPLERSHM_MAX_ZONES) {
+            fail(KEPLERSHM_E_INVALID_ARGUMENT, "{} zones given, at most {}", options_.zones.size(), KEPLERSHM_MAX_ZONES);
+        }
+        if (options_.heartbeat_period.count() <= 0) fail(KEPLERSHM_E_INVALID_ARGUMENT, "heartbeat period must be positive");
+        if (options_.node_name.empty()) options_.node_name = this_node_name();
+        if (options_.cpu_count == 0) options_.cpu_count = configured_cpus();
+        caps_ = Capacities{options_.slot_count,
+                           options_.process_capacity,
+                           options_.workload_capacity,
+                           options_.zone_capacity,
+                           options_.cpu_capacity != 0 ? options_.cpu_capacity : options_.cpu_count,
+                           options_.string_capacity,
+                           options_.segment_kind};
+        const Predecessor before = inspect_predecessor(name_);
+        if (before.live && !options_.replace_live) {
+            fail(KEPLERSHM_E_EXISTS, "segment '{}' belongs to a live writer ({}); stop it first", name_, before.description);
+        }
+        create_generation(before.exists, before.latest_sequence);
+    }
+
+    ~WriterImpl() { close(false); }
+
+    Draft begin() {
+        if (!segment_.mapped()) fail(KEPLERSHM_E_STATE, "writer of '{}' is closed", name_);
+        if (in_frame_) fail(KEPLERSHM_E_STATE, "begin() called twice without commit()");
+        if (grow_to_ > caps_.process_capacity) grow();
+        const uint64_t n = latest_ + 1;
+        uint8_t* slot = slot_address(n);
+        seq_begin_write(reinterpret_cast<keplershm_slot_control*>(slot)->sequence, n);
+        uint8_t* frame = slot + KEPLERSHM_SLOT_CONTROL_SIZE;
+        std::memset(frame, 0, geometry_.directory_offset + KEPLERSHM_MAX_SECTIONS * sizeof(keplershm_section));
+        std::memset(frame + geometry_.unaccounted_offset, 0, sizeof(keplershm_unaccounted));
+
+        Draft draft;
+        keplershm_draft& d = draft.raw();
+        d.sz = sizeof d;
+        d.sequence = n;
+        d.frame = reinterpret_cast<keplershm_frame*>(frame);
+        d.unaccounted = reinterpret_cast<keplershm_unaccounted*>(frame + geometry_.unaccounted_offset);
+        d.zones = reinterpret_cast<keplershm_zone_sample*>(frame + geometry_.zones_offset);
+        d.zone_capacity = caps_.zone_capacity;
+        d.cpus = reinterpret_cast<keplershm_cpu_sample*>(frame + geometry_.cpus_offset);
+        d.cpu_capacity = caps_.cpu_capacity;
+        d.workloads = reinterpret_cast<keplershm_workload*>(frame + geometry_.workloads_offset);
+        d.workload_capacity = caps_.workload_capacity;
+        d.strings = reinterpret_cast<char*>(frame + geometry_.strings_offset);
+        d.string_capacity = caps_.string_capacity;
+        if (caps_.segment_kind == KEPLERSHM_SEGMENT_ESTIMATES) {
+            d.estimates = reinterpret_cast<keplershm_estimate*>(frame + geometry_.estimates_offset);
+            d.estimate_capacity = caps_.process_capacity;
+        } else {
+            d.processes = reinterpret_cast<keplershm_process*>(frame + geometry_.processes_offset);
+            d.process_capacity = caps_.process_capacity;
+        }
+        in_frame_ = true;
+        return draft;
+    }
+
+    void commit(Draft& draft) {
+        keplershm_draft& d = draft.raw();
+        const uint64_t n = latest_ + 1;
+        if (!in_frame_ || d.sequence != n) fail(KEPLERSHM_E_STATE, "commit() without a matching begin()");
+        check_count(d.process_count, d.process_capacity, "processes");
+        check_count(d.workload_count, d.workload_capacity, "workloads");
+        check_count(d.zone_count, d.zone_capacity, "zones");
+        check_count(d.cpu_count, d.cpu_capacity, "cpus");
+        check_count(d.string_used, d.string_capacity, "string bytes");
+        check_count(d.estimate_count, d.estimate_capacity, "estimates");
+
+        uint8_t* frame = reinterpret_cast<uint8_t*>(d.frame);
+        auto* directory = reinterpret_cast<keplershm_section*>(frame + geometry_.directory_offset);
+        uint32_t sections = 0;
+        uint64_t end = geometry_.directory_offset + KEPLERSHM_MAX_SECTIONS * sizeof(keplershm_section);
+        auto add = [&](uint32_t id, uint32_t offset, uint32_t count, uint32_t stride) {
+            directory[sections++] = keplershm_section{id, stride, offset, count};
+            end = std::max<uint64_t>(end, offset + uint64_t{count} * stride);
+        };
+        add(KEPLERSHM_SECTION_UNACCOUNTED, geometry_.unaccounted_offset, 1, sizeof(keplershm_unaccounted));
+        add(KEPLERSHM_SECTION_ZONES, geometry_.zones_offset, d.zone_count, sizeof(keplershm_zone_sample));
+        add(KEPLERSHM_SECTION_CPUS, geometry_.cpus_offset, d.cpu_count, sizeof(keplershm_cpu_sample));
+        add(KEPLERSHM_SECTION_WORKLOADS, geometry_.workloads_offset, d.workload_count, sizeof(keplershm_workload));
+        if (caps_.segment_kind == KEPLERSHM_SEGMENT_ESTIMATES) {
+            add(KEPLERSHM_SECTION_ESTIMATES, geometry_.estimates_offset, d.estimate_count, sizeof(keplershm_estimate));
+        } else {
+            add(KEPLERSHM_SECTION_PROCESSES, geometry_.processes_offset, d.process_count, sizeof(keplershm_process));
+        }
+        add(KEPLERSHM_SECTION_STRINGS, geometry_.strings_offset, d.string_used, 1);
+
+        keplershm_frame& f = *d.frame;
+        f.sequence = n;
+        f.generation = header_->generation;
+        f.section_count = sections;
+        f.frame_size = static_cast<uint32_t>(end);
+        // The directory sits right after the frame header: readers find it at frame_header_size.
+        static_assert(sizeof(keplershm_frame) % KEPLERSHM_CACHE_LINE == 0);
+        if (f.processes_seen < d.process_count) f.processes_seen = d.process_count;
+
+        seq_publish(reinterpret_cast<keplershm_slot_control*>(frame - KEPLERSHM_SLOT_CONTROL_SIZE)->sequence, n);
+        latest_ = n;
+        in_frame_ = false;
+        if (f.flags & KEPLERSHM_FRAME_TRUNCATED) {
+            atomic_word(header_->frames_truncated).fetch_add(1, std::memory_order_relaxed);
+        }
+        if (d.processes_wanted > caps_.process_capacity) grow_to_ = d.processes_wanted;
+        announce(n);
+    }
+
+    void heartbeat() {
+        if (!segment_.mapped()) return;
+        // Relaxed: readers only compare the value with their clock; no other data depends on it.
+        atomic_word(header_->heartbeat_ns).store(monotonic_ns(), std::memory_order_relaxed);
+        dev_t device = 0;
+        ino_t inode = 0;
+        if (!segment_identity(name_, device, inode) || device != segment_.device() || inode != segment_.inode()) {
+            fail(KEPLERSHM_E_EXISTS, "segment name '{}' no longer points to this writer's segment (taken over)", name_);
+        }
+    }
+
+    void set_overhead(uint64_t cpu_time_ns, uint64_t rss_bytes) {
+        atomic_word(header_->writer_cpu_time_ns).store(cpu_time_ns, std::memory_order_relaxed);
+        atomic_word(header_->writer_rss_bytes).store(rss_bytes, std::memory_order_relaxed);
+    }
+
+    void close(bool keep_name) noexcept {
+        if (!segment_.mapped()) return;
+        // Release: everything published before is visible to a reader that sees RETIRED.
+        atomic_word(header_->state).store(KEPLERSHM_STATE_RETIRED, std::memory_order_release);
+        atomic_word(header_->futex_word).fetch_add(1, std::memory_order_release);
+        futex_wake_all(&header_->futex_word);
+        dev_t device = 0;
+        ino_t inode = 0;
+        if (!keep_name && segment_identity(name_, device, inode) && device == segment_.device() &&
+            inode == segment_.inode()) {
+            unlink_segment(name_);
+        }
+        segment_ = MappedSegment();
+        header_ = nullptr;
+    }
+
+    const keplershm_header& header() const { return *header_; }
+    uint64_t latest() const { return latest_; }
+    const std::string& name() const { return name_; }
+
+private:
+    void check_count(uint32_t count, uint32_t capacity, const char* what) const {
+        if (count > capacity) fail(KEPLERSHM_E_CAPACITY, "frame has {} {}, capacity is {}", count, what, capacity);
+    }
+
+    uint8_t* slot_address(uint64_t n) const {
+        return segment_.data() + header_->slots_offset + (n % caps_.slot_count) * header_->slot_size;
+    }
+
+    void announce(uint64_t n) {
+        // Release: pairs with the acquire loads in Reader::wait; the slot's own sequence word is what
+        // makes the frame readable, latest_sequence is the hint of where to look.
+        atomic_word(header_->latest_sequence).store(n, std::memory_order_release);
+        atomic_word(header_->heartbeat_ns).store(monotonic_ns(), std::memory_order_relaxed);
+        // SYNC POINT (partner: the futex word load in Reader::wait). Bumped after latest_sequence so a
+        // reader that read the old word before checking latest_sequence is woken by FUTEX_WAIT's compare.
+        atomic_word(header_->futex_word).fetch_add(1, std::memory_order_release);
+        futex_wake_all(&header_->futex_word);
+    }
+
+    void create_generation(bool replace, uint64_t previous_latest) {
+        const uint64_t size = segment_bytes(caps_);
+        if (size > options_.max_segment_bytes) {
+            fail(KEPLERSHM_E_NO_SPACE,
+                 "segment '{}' would need {} bytes (= {} + {} slots x {} bytes) but the cap is {} bytes; lower the "
+                 "capacities or raise the cap", name_, size, slots_offset_for_schema(keplershm_schema_count),
+                 caps_.slot_count, KEPLERSHM_SLOT_CONTROL_SIZE + frame_geometry(caps_).frame_capacity,
+                 options_.max_segment_bytes);
+        }
+        if (const uint64_t free_bytes = shm_free_bytes(); size > free_bytes) {
+            fail(KEPLERSHM_E_NO_SPACE, "segment '{}' needs {} bytes but /dev/shm has {} free", name_, size, free_bytes);
+        }
+        const uint64_t generation = new_generation_id();
+        const std::string temporary = fmt::format("{}.{:016x}.tmp", name_, generation);
+        MappedSegment fresh = MappedSegment::create_exclusive(temporary, size, options_.mode);
+        geometry_ = frame_geometry(caps_);
+        auto* h = reinterpret_cast<keplershm_header*>(fresh.data());
+        fill_header(*h, generation, size, previous_latest + 1);
+
+        // Release: the header and schema are complete before a reader can see ACTIVE (and before the
+        // rename below makes the segment reachable at all).
+        atomic_word(h->state).store(KEPLERSHM_STATE_ACTIVE, std::memory_order_release);
+        atomic_word(h->heartbeat_ns).store(monotonic_ns(), std::memory_order_relaxed);
+
+        MappedSegment predecessor;
+        if (replace && !segment_.mapped()) {
+            try {
+                predecessor = MappedSegment::open_read_write(name_);
+            } catch (const Error&) {
+                // Another user's dead segment: we can still replace the name, only not wake its readers.
+            }
+        }
+        publish_segment_name(temporary, name_, replace);
+        MappedSegment previous = std::exchange(segment_, std::move(fresh));
+        header_ = h;
+        latest_ = previous_latest;
+        if (previous.mapped()) mark_replaced(previous);
+        if (predecessor.mapped()) mark_replaced(predecessor);
+    }
+
+    void fill_header(keplershm_header& h, uint64_t generation, uint64_t size, uint64_t first_sequence) const {
+        h.magic = KEPLERSHM_MAGIC;
+        h.abi_major = KEPLERSHM_ABI_MAJOR;
+        h.abi_minor = KEPLERSHM_ABI_MINOR;
+        h.header_size = sizeof(keplershm_header);
+        h.segment_size = size;
+        h.generation = generation;
+        h.writer_start_realtime_ns = realtime_ns();
+        h.writer_start_monotonic_ns = monotonic_ns();
+        h.heartbeat_period_ns = static_cast<uint64_t>(options_.heartbeat_period.count());
+        h.segment_kind = caps_.segment_kind;
+        h.writer_version = options_.writer_version;
+        h.slot_count = caps_.slot_count;
+        h.frame_header_size = sizeof(keplershm_frame);
+        h.slot_size = KEPLERSHM_SLOT_CONTROL_SIZE + geometry_.frame_capacity;
+        h.slots_offset = slots_offset_for_schema(keplershm_schema_count);
+        h.section_entry_size = sizeof(keplershm_section);
+        h.process_record_size = sizeof(keplershm_process);
+        h.workload_record_size = sizeof(keplershm_workload);
+        h.zone_record_size = sizeof(keplershm_zone_sample);
+        h.cpu_record_size = sizeof(keplershm_cpu_sample);
+        h.unaccounted_record_size = sizeof(keplershm_unaccounted);
+        h.process_capacity = caps_.process_capacity;
+        h.workload_capacity = caps_.workload_capacity;
+        h.zone_capacity = caps_.zone_capacity;
+        h.cpu_capacity = caps_.cpu_capacity;
+        h.string_capacity = caps_.string_capacity;
+        h.max_sections = KEPLERSHM_MAX_SECTIONS;
+        h.schema_offset = KEPLERSHM_HEADER_SIZE;
+        h.schema_count = keplershm_schema_count;
+        h.schema_entry_size = sizeof(keplershm_field);
+        h.max_segment_bytes = options_.max_segment_bytes;
+        h.metric_mask = options_.metric_mask;
+        h.cpu_count = options_.cpu_count;
+        h.zone_count = static_cast<uint32_t>(options_.zones.size());
+        h.clock_ticks_per_second = static_cast<uint32_t>(sysconf(_SC_CLK_TCK));
+        h.boot_time_realtime_ns = realtime_ns() - clock_ns(CLOCK_BOOTTIME);
+        set_text(h.node_name, options_.node_name);
+        set_text(h.cpu_model, options_.cpu_model);
+        for (size_t i = 0; i < options_.zones.size(); ++i) h.zones[i] = options_.zones[i];
+        h.first_sequence = first_sequence;
+        std::memcpy(reinterpret_cast<uint8_t*>(&h) + h.schema_offset, keplershm_schema_table,
+                    keplershm_schema_count * sizeof(keplershm_field));
+    }
+
+    void grow() {
+        const uint64_t wanted = grow_to_;
+        grow_to_ = 0;
+        Capacities bigger = caps_;
+        bigger.process_capacity = static_cast<uint32_t>(std::min<uint64_t>(
+            std::max<uint64_t>(wanted + wanted / 4, uint64_t{caps_.process_capacity} * 2), UINT32_MAX / 2));
+        // Shrink the step until it fits the cap; give up (keep truncating) if nothing bigger fits.
+        while (bigger.process_capacity > caps_.process_capacity && segment_bytes(bigger) > options_.max_segment_bytes) {
+            bigger.process_capacity = caps_.process_capacity + (bigger.process_capacity - caps_.process_capacity) / 2;
+        }
+        if (bigger.process_capacity <= caps_.process_capacity) return;
+        const Capacities before = caps_;
+        caps_ = bigger;
+        try {
+            create_generation(true, latest_);
+        } catch (const Error&) {
+            caps_ = before;  // no room: keep the current segment and keep flagging truncation
+            geometry_ = frame_geometry(caps_);
+        }
+    }
+
+    std::string name_;
+    WriterOptions options_;
+    Capacities caps_{};
+    FrameGeometry geometry_{};
+    MappedSegment segment_;
+    keplershm_header* header_ = nullptr;
+    uint64_t latest_ = 0;
+    uint64_t grow_to_ = 0;
+    bool in_frame_ = false;
+};
+
+// ------------------------------------------------------------------------------------------------
+
+namespace {
+template <class Record>
+bool append(Record* base, uint32_t capacity, uint32_t& count, const Record& record) {
+    if (base == nullptr || count >= capacity) return false;
+    std::memcpy(base + count, &record, sizeof record);
+    ++count;
+    return true;
+}
+}  // namespace
+
+bool Draft::add_process(const keplershm_process& r) noexcept { return append(raw_.processes, raw_.process_capacity, raw_.process_count, r); }
+bool Draft::add_workload(const keplershm_workload& r) noexcept { return append(raw_.workloads, raw_.workload_capacity, raw_.workload_count, r); }
+bool Draft::add_zone(const keplershm_zone_sample& r) noexcept { return append(raw_.zones, raw_.zone_capacity, raw_.zone_count, r); }
+bool Draft::add_cpu(const keplershm_cpu_sample& r) noexcept { return append(raw_.cpus, raw_.cpu_capacity, raw_.cpu_count, r); }
+bool Draft::add_estimate(const keplershm_estimate& r) noexcept { return append(raw_.estimates, raw_.estimate_capacity, raw_.estimate_count, r); }
+
+std::optional<uint32_t> Draft::add_string(std::string_view text) noexcept {
+    if (raw_.strings == nullptr || text.size() > raw_.string_capacity - raw_.string_used) return std::nullopt;
+    const uint32_t offset = raw_.string_used;
+    std::memcpy(raw_.strings + offset, text.data(), text.size());
+    raw_.string_used += static_cast<uint32_t>(text.size());
+    return offset;
+}
+
+Writer::Writer(const std::string& name, const WriterOptions& options) : impl_(std::make_unique<WriterImpl>(name, options)) {}
+Writer::Writer(Writer&&) noexcept = default;
+Writer& Writer::operator=(Writer&&) noexcept = default;
+Writer::~Writer() = default;
+Draft Writer::begin() { return impl_->begin(); }
+void Writer::commit(Draft& draft) { impl_->commit(draft); }
+void Writer::heartbeat() { impl_->heartbeat(); }
+void Writer::set_overhead(uint64_t cpu_time_ns, uint64_t rss_bytes) { impl_->set_overhead(cpu_time_ns, rss_bytes); }
+const keplershm_header& Writer::header() const { return impl_->header(); }
+uint64_t Writer::generation() const { return impl_->header().generation; }
+uint64_t Writer::latest_sequence() const { return impl_->latest(); }
+const std::string& Writer::name() const { return impl_->name(); }
+void Writer::close(bool keep_name) { impl_->close(keep_name); }
+
+}  // namespace keplershm

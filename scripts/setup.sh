@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs every Debian package that keplershm needs to build, test and benchmark.
+# Idempotent: packages already present are left alone; needs root (apt-get).
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake pkg-config git
+  # eBPF: libbpf, BTF-driven skeletons
+  libbpf-dev libelf-dev zlib1g-dev clang llvm bpftool
+  # libraries named in DESIGN.md
+  libboost-dev prometheus-cpp-dev libxgboost-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # JSON, CLI parsing, HTTP client (kubelet, model server)
+  nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev
+  # benchmark baselines (unix-socket JSON path)
+  rapidjson-dev libsimdjson-dev
+  # Python research clients
+  python3 python3-numpy python3-xgboost python3-pytest python3-matplotlib
+  # test and check tools: Prometheus server + promtool, ABI checks, fuzzers, perf
+  prometheus abigail-tools libclang-rt-14-dev linux-perf iproute2 procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "setup.sh: missing packages (${missing[*]}); run as root to install them" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # libboost1.81-dev conflicts with Debian's python3-xgboost; libboost-dev (1.74) is the one we use.
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+echo "setup.sh: all ${#packages[@]} packages present"
