@@ -9,7 +9,8 @@ packages=(
   # eBPF: libbpf, BTF-driven skeletons
   libbpf-dev libelf-dev zlib1g-dev clang llvm bpftool
   # libraries named in DESIGN.md
-  libboost-dev prometheus-cpp-dev libxgboost-dev libfmt-dev
+  # xgboost (the CLI): its file is named by xgboost-config.cmake, which fails without it
+  libboost-dev prometheus-cpp-dev libxgboost-dev xgboost libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # JSON, CLI parsing, HTTP client (kubelet, model server)
   nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev
