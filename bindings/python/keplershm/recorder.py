@@ -1,0 +1,117 @@
+"""Recording a live segment to a file through the C ABI's recorder (``keplershm_recorder_*``).
+
+The file format is written by libkeplershm only (no second implementation here). The loop lives in
+Python rather than in ``keplershm_recorder_follow`` so that it waits in 100 ms slices (Ctrl-C stops it
+cleanly and the file is closed, flushed and readable) and can report progress.
+"""
+import ctypes as C
+import re
+import sys
+import time
+from collections import namedtuple
+
+from . import _abi
+from ._lib import check, lib, raise_for
+from .errors import NoSpace
+from .reader import E_END, E_TIMEOUT, E_WRITER_GONE, OK, SLICE_MS, STATE_RETIRED, Reader
+
+RecordResult = namedtuple("RecordResult", "frames missed bytes stopped_because")
+
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_TIME = {"": 1.0, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def parse_size(text):
+    """'500M', '2G', '1048576', '64KiB' → bytes."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", str(text), re.I)
+    if not m:
+        raise ValueError("cannot read size %r (examples: 1048576, 64K, 500M, 2G)" % text)
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def parse_duration(text):
+    """'30', '30s', '500ms', '5m', '2h' → seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|min|m|h)?\s*", str(text), re.I)
+    if not m:
+        raise ValueError("cannot read duration %r (examples: 30, 30s, 500ms, 5m, 2h)" % text)
+    return float(m.group(1)) * _TIME[(m.group(2) or "").lower()]
+
+
+class Recorder:
+    """An open recording file; frames are appended with :meth:`append_next` from a live Reader."""
+
+    def __init__(self, path, max_bytes=0, fsync_every=0):
+        opts = _abi.RecorderOpts(C.sizeof(_abi.RecorderOpts), max_bytes, fsync_every, 0)
+        self.path = str(path)
+        self._pointer = C.c_void_p()
+        check(lib.keplershm_recorder_open(self.path.encode(), C.byref(opts), C.byref(self._pointer)),
+              "cannot create recording '%s'" % self.path)
+
+    def append_next(self, reader, timeout_ms):
+        """Copy the reader's next frame into the file. Returns (rc, missed): rc OK, or a wait outcome."""
+        view = _abi.View(C.sizeof(_abi.View))
+        rc = lib.keplershm_reader_next(reader._h, timeout_ms, C.byref(view))
+        if rc != OK:
+            return rc, 0
+        check(lib.keplershm_recorder_append(self._pointer, reader._h, C.byref(view)), "appending to '%s'" % self.path)
+        return OK, view.missed
+
+    def close(self):
+        """Flush and close; raises if the data could not be written to disk."""
+        if self._pointer:
+            pointer, self._pointer = self._pointer, C.c_void_p()
+            check(lib.keplershm_recorder_close(pointer), "closing recording '%s'" % self.path)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def record(shm_name, out, duration_s=None, max_bytes=0, writer_grace_s=5.0, progress=None):
+    """Record frames of segment `shm_name` into `out` until `duration_s`, `max_bytes`, the writer
+    retiring for good, or Ctrl-C. Returns a :class:`RecordResult`; the file is always closed cleanly."""
+    import os
+    frames = missed = 0
+    stopped = "duration reached"
+    deadline = None if duration_s is None else time.monotonic() + duration_s
+    with Reader.live(shm_name, writer_grace_s=writer_grace_s) as reader, Recorder(out, max_bytes) as recorder:
+        gone_since = None
+        try:
+            while deadline is None or time.monotonic() < deadline:
+                left_ms = SLICE_MS if deadline is None else max(1, min(SLICE_MS, int((deadline - time.monotonic()) * 1000)))
+                try:
+                    rc, lost = recorder.append_next(reader, left_ms)
+                except NoSpace:
+                    stopped = "size cap of %d bytes reached" % max_bytes
+                    break
+                if rc == OK:
+                    frames, missed, gone_since = frames + 1, missed + lost, None
+                    if progress:
+                        progress(frames, missed)
+                elif rc == E_WRITER_GONE:
+                    gone_since = gone_since or time.monotonic()
+                    if time.monotonic() - gone_since >= writer_grace_s:
+                        retired = reader.info.state == STATE_RETIRED
+                        stopped = "writer retired" if retired else "writer gone (heartbeat stale or replaced)"
+                        break
+                elif rc not in (E_TIMEOUT, E_END):
+                    raise_for(rc, "recording '%s'" % shm_name)
+        except KeyboardInterrupt:
+            stopped = "interrupted"
+    size = os.path.getsize(out) if os.path.exists(out) else 0
+    return RecordResult(frames, missed, size, stopped)
+
+
+def main(args):
+    """CLI: python3 -m keplershm record --shm-name NAME --out FILE [--duration D] [--max-size SIZE]."""
+    duration = parse_duration(args.duration) if args.duration else None
+    cap = parse_size(args.max_size) if args.max_size else 0
+    print("recording segment '%s' into %s%s%s (Ctrl-C stops)" % (
+        args.shm_name, args.out, " for %gs" % duration if duration else "",
+        ", at most %d bytes" % cap if cap else ""), file=sys.stderr)
+    result = record(args.shm_name, args.out, duration, cap)
+    print("%d frames (%d missed), %d bytes: stopped because %s" % (result.frames, result.missed, result.bytes,
+                                                                  result.stopped_because), file=sys.stderr)
+    return 0
