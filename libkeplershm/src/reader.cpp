@@ -82,11 +82,15 @@ uint64_t ReaderImpl::latest() {
 }
 
 uint64_t ReaderImpl::oldest_readable() {
-    // The writer may already be rewriting the slot after `latest`, which held latest + 1 - slot_count.
+    // The ring holds the last slot_count frames, one fewer while the writer rewrites the slot after
+    // `latest` (which held latest + 1 - slot_count). A hint: callers re-check the slot itself.
     const uint64_t newest = latest();
     const uint64_t slots = current().layout.slot_count;
     const uint64_t first = std::max<uint64_t>(current().layout.header.first_sequence, 1);
-    return std::max<uint64_t>(first, newest + 2 > slots ? newest + 2 - slots : 1);
+    const SlotState after = decode(seq_load(reinterpret_cast<const keplershm_slot_control*>(
+        slot_address(current(), newest + 1))->sequence));
+    const uint64_t kept = !after.published && after.frame == newest + 1 ? slots - 1 : slots;
+    return std::max<uint64_t>(first, newest + 1 > kept ? newest + 1 - kept : 1);
 }
 
 Status ReaderImpl::classify(uint64_t slot_word, uint64_t sequence, keplershm_view& view) {

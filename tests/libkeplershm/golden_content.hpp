@@ -1,0 +1,77 @@
+// The content of the committed golden files (golden/abi-<major>.<minor>/): written by make_golden.cpp,
+// checked by golden_test.cpp. Each released layout keeps its files so every later reader is tested on them.
+#pragma once
+
+#include "keplershm/keplershm.hpp"
+
+namespace keplershm::golden {
+
+inline constexpr int kFrames = 3;
+
+inline WriterOptions options() {
+    WriterOptions o;
+    o.slot_count = 4;
+    o.process_capacity = 4;
+    o.workload_capacity = 2;
+    o.zone_capacity = 2;
+    o.cpu_capacity = 2;
+    o.string_capacity = 128;
+    o.node_name = "golden-node";
+    o.cpu_model = "Golden CPU @ 2.00GHz";
+    o.cpu_count = 2;
+    o.metric_mask = KEPLERSHM_METRIC_CPU_TIME | KEPLERSHM_METRIC_NODE_CPU | KEPLERSHM_METRIC_ENERGY;
+    o.zones.resize(2);
+    set_text(o.zones[0].name, "package-0");
+    o.zones[0].kind = KEPLERSHM_ZONE_PACKAGE;
+    o.zones[0].power_source = KEPLERSHM_POWER_RAPL;
+    o.zones[0].max_energy_range_uj = 262143328850ull;
+    set_text(o.zones[1].name, "dram-0");
+    o.zones[1].kind = KEPLERSHM_ZONE_DRAM;
+    o.zones[1].power_source = KEPLERSHM_POWER_RAPL;
+    return o;
+}
+
+inline void fill(Draft& d) {
+    const uint64_t n = d.sequence();
+    keplershm_frame& f = d.frame();
+    f.interval_start_ns = n * 1'000'000'000ull;
+    f.interval_end_ns = f.interval_start_ns + 1'000'000'000ull;
+    f.source = KEPLERSHM_SOURCE_SYNTHETIC;
+    f.power_source = KEPLERSHM_POWER_RAPL;
+    f.metric_mask = options().metric_mask;
+    keplershm_workload w{};
+    w.kind = KEPLERSHM_WORKLOAD_POD;
+    w.runtime = KEPLERSHM_RUNTIME_CONTAINERD;
+    set_text(w.container_id, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+    set_text(w.pod_name, "golden-pod");
+    set_text(w.pod_namespace, "default");
+    set_text(w.container_name, "app");
+    const auto path = d.add_string("/kubepods.slice/golden");
+    w.cgroup_path_offset = path.value_or(0);
+    w.cgroup_path_length = 22;
+    d.add_workload(w);
+    for (uint32_t i = 0; i < 2; ++i) {
+        keplershm_process p{};
+        p.pid = p.tgid = 200 + i;
+        p.start_time_ticks = 3000 + i;
+        p.workload_index = i == 0 ? 0 : KEPLERSHM_NO_WORKLOAD;
+        set_text(p.comm, i == 0 ? "golden-app" : "golden-host");
+        p.cpu_time_ns = n * 100'000'000ull + i;
+        d.add_process(p);
+        keplershm_cpu_sample c{};
+        c.cpu = i;
+        c.user_ns = n * 10 + i;
+        c.idle_ns = 900'000'000;
+        d.add_cpu(c);
+        keplershm_zone_sample z{};
+        z.zone_index = i;
+        z.flags = KEPLERSHM_ZONE_VALID;
+        z.energy_delta_uj = (i + 1) * 5'000'000ull;
+        z.energy_total_uj = n * z.energy_delta_uj;
+        z.read_time_ns = f.interval_end_ns;
+        d.add_zone(z);
+    }
+    d.unaccounted().cpu_time_ns = 7;
+}
+
+}  // namespace keplershm::golden
