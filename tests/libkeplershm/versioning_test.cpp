@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstring>
 #include <set>
 
 #include "image_builder.hpp"
@@ -107,10 +108,14 @@ TEST(Versioning, RecordsSmallerThanThisMajorsAreRefused) {
 TEST(Versioning, OptionStructsFollowTheSizeFirstRule) {
     ScopedName name("ver");
     // An older caller: a struct that ends before most fields. Defaults fill the rest.
-    struct {
+    struct OldOptions {
         size_t sz;
         uint32_t slot_count;
-    } old_opts{sizeof old_opts, 3};
+        uint32_t padding;  // compilers pad the old struct too; callers zero it (memset), as with libbpf
+    } old_opts;
+    std::memset(&old_opts, 0, sizeof old_opts);
+    old_opts.sz = sizeof old_opts;
+    old_opts.slot_count = 3;
     keplershm_writer* writer = nullptr;
     ASSERT_EQ(keplershm_writer_create(name.str().c_str(), reinterpret_cast<const keplershm_writer_opts*>(&old_opts), &writer),
               KEPLERSHM_OK);
