@@ -1,0 +1,6 @@
+"""``python3 -m keplershm``: record, train, analyze, plot (see ``--help`` of each)."""
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,61 @@
+"""Command line of the research tools. Each subcommand's work lives in its own module; this file only
+parses arguments and turns expected failures (bad input, missing segment) into one clear line and
+exit status 2 instead of a traceback."""
+import argparse
+import sys
+
+from .errors import InputError, KeplershmError
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog="python3 -m keplershm", description="keplershm research tools")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("record", help="record a live segment into a file (through libkeplershm's recorder)")
+    r.add_argument("--shm-name", required=True, help="segment name under /dev/shm (kepler-collect's --shm-name)")
+    r.add_argument("--out", required=True, help="recording file to create")
+    r.add_argument("--duration", help="stop after this long (30, 30s, 5m, 2h); default: until the writer retires")
+    r.add_argument("--max-size", help="stop before the file exceeds this size (500M, 2G)")
+
+    t = sub.add_parser("train", help="train an XGBoost node power model from a recording or a Kepler CSV")
+    t.add_argument("input", help="keplershm recording, or Kepler model-db CSV")
+    t.add_argument("--out", required=True, help="model directory to write (model.json + <zone>.json)")
+    t.add_argument("--name", help="model name (default: the directory name)")
+    t.add_argument("--features", help="comma-separated feature names (default: every available feature)")
+    t.add_argument("--rounds", type=int, default=200, help="boosting rounds (default 200)")
+    t.add_argument("--seed", type=int, default=0, help="seed of the random split (default 0)")
+    t.add_argument("--csv-cpu-time-unit", choices=("ms", "us"), default="ms",
+                   help="unit of the CSV's bpf_cpu_time_us column (default ms: see README)")
+    t.add_argument("--cpu-model", help="CPU model string to record in the metadata (default: the recording's)")
+    t.add_argument("--cpu-count", type=int, help="CPU count to record in the metadata")
+
+    a = sub.add_parser("analyze", help="offline A/B of models against measured power in a recording or CSV")
+    a.add_argument("input", help="keplershm recording (or Kepler CSV)")
+    a.add_argument("--model", action="append", required=True,
+                   help="model directory, NAME=DIR, or curve[:idle_w=..,max_w=..]; repeat for A/B")
+    a.add_argument("--out", default="analysis.png", help="PNG to write (default analysis.png)")
+    a.add_argument("--table", help="also write the per-model error table as CSV here")
+    a.add_argument("--csv-cpu-time-unit", choices=("ms", "us"), default="ms")
+
+    g = sub.add_parser("plot", help="plot an estimates CSV written by kepler-estimate --replay")
+    g.add_argument("estimates", help="estimates CSV")
+    g.add_argument("--out", default="power.png", help="PNG to write (default power.png)")
+    g.add_argument("--top", type=int, default=8, help="containers/processes to show (default 8)")
+    return p
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "record":
+            from .recorder import main as run
+        elif args.command == "train":
+            from .train import main as run
+        elif args.command == "analyze":
+            from .analyze import main as run
+        else:
+            from .plot import main as run
+        return run(args)
+    except (InputError, KeplershmError, ValueError, OSError) as e:
+        print("keplershm %s: %s" % (args.command, e), file=sys.stderr)
+        return 2
