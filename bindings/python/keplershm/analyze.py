@@ -1,0 +1,109 @@
+"""Offline A/B comparison of power models against measured power.
+
+Every model sees the same rows (features computed once from the recording, per MODELS.md), so the
+differences in the table and the plot are the models' alone. Per model and zone: MAE, MAPE, RMSE,
+bias (mean predicted − measured) and mean power; the PNG shows measured and predicted power over time,
+and each model's error over time, one row of panels per zone.
+"""
+import csv
+import sys
+
+from .dataset import load
+from .errors import InputError
+from .model import load_model
+from .schema import np
+
+Row = dict
+
+
+def compare(table, models):
+    """[{model, zone, rows, mae_w, mape_pct, rmse_w, bias_w, mean_measured_w, mean_predicted_w}], predictions."""
+    predictions = {m.name: m.predict(table) for m in models}
+    results = []
+    for model in models:
+        for zone, predicted in predictions[model.name].items():
+            measured = table.targets.get(zone)
+            row = {"model": model.name, "zone": zone, "mean_predicted_w": float(np.mean(predicted))}
+            if measured is None:
+                row.update(rows=0, mae_w=float("nan"), mape_pct=float("nan"), rmse_w=float("nan"),
+                           bias_w=float("nan"), mean_measured_w=float("nan"))
+            else:
+                keep = ~np.isnan(measured)
+                err = predicted[keep] - measured[keep]
+                big = np.abs(measured[keep]) > 0.5
+                row.update(rows=int(keep.sum()), mae_w=float(np.mean(np.abs(err))),
+                           mape_pct=float(np.mean(np.abs(err[big] / measured[keep][big])) * 100) if big.any() else float("nan"),
+                           rmse_w=float(np.sqrt(np.mean(err ** 2))), bias_w=float(np.mean(err)),
+                           mean_measured_w=float(np.mean(measured[keep])))
+            results.append(row)
+    return results, predictions
+
+
+COLUMNS = ("model", "zone", "rows", "mae_w", "mape_pct", "rmse_w", "bias_w", "mean_measured_w", "mean_predicted_w")
+
+
+def format_table(results):
+    head = "%-20s %-8s %6s %9s %9s %9s %9s %10s %10s" % ("model", "zone", "rows", "MAE W", "MAPE %", "RMSE W",
+                                                         "bias W", "measured W", "predicted W")
+    lines = [head]
+    for r in results:
+        lines.append("%-20s %-8s %6d %9.2f %9.1f %9.2f %9.2f %10.2f %10.2f" % tuple(r[c] for c in COLUMNS))
+    return "\n".join(lines)
+
+
+def write_table(results, path):
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows(results)
+
+
+def plot(table, predictions, out):
+    """Measured vs predicted over time (left) and error over time (right), one row per zone."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    zones = sorted({z for p in predictions.values() for z in p}, key=lambda z: (z != "package", z))
+    fig, axes = plt.subplots(len(zones), 2, figsize=(14, 3.6 * len(zones)), squeeze=False)
+    t = table.time_s - table.time_s[0]
+    for (left, right), zone in zip(axes, zones):
+        measured = table.targets.get(zone)
+        if measured is not None:
+            left.plot(t, measured, color="black", linewidth=1.2, label="measured")
+        for name, p in predictions.items():
+            if zone in p:
+                left.plot(t, p[zone], linewidth=0.9, label=name)
+                if measured is not None:
+                    right.plot(t, p[zone] - measured, linewidth=0.9, label=name)
+        left.set_title("%s power" % zone)
+        left.set_ylabel("W")
+        right.set_title("%s error (predicted − measured)" % zone if measured is not None else
+                        "%s: no measured power in this source" % zone)
+        right.axhline(0, color="grey", linewidth=0.5)
+        for ax in (left, right):
+            ax.set_xlabel("s since first row")
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+
+
+def main(args):
+    """CLI: python3 -m keplershm analyze RECORDING --model A --model B [--out png] [--table csv]."""
+    table = load(args.input, args.csv_cpu_time_unit)
+    models = [load_model(spec) for spec in args.model]
+    names = [m.name for m in models]
+    if len(set(names)) != len(names):
+        raise InputError("two models share a name (%s): name them with NAME=DIR" % ", ".join(names))
+    results, predictions = compare(table, models)
+    if not table.targets:
+        print("note: %s has no measured power: only the models' predictions are compared" % table.source,
+              file=sys.stderr)
+    print(format_table(results))
+    if args.table:
+        write_table(results, args.table)
+    plot(table, predictions, args.out)
+    print("plot written to %s" % args.out)
+    return 0
