@@ -1,0 +1,217 @@
+#include "aggregate/ledger.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace kepler_estimate {
+
+namespace {
+
+// Kepler 0.7's names for energy outside containers, kept so that dashboards group it the same way.
+constexpr const char* kSystem = "system_processes";
+constexpr const char* kKernel = "kernel_processes";
+constexpr const char* kUnaccounted = "unaccounted";
+constexpr const char* kSystemNamespace = "system";
+
+void clear_interval(EntityEnergy& e) { std::fill(e.interval.begin(), e.interval.end(), EnergyPair{}); }
+
+template <class Map>
+void erase_older(Map& map, uint64_t now_ns, uint64_t retention_ns) {
+    std::erase_if(map, [&](const auto& item) {
+        const uint64_t seen = item.second.energy.last_seen_ns;
+        return now_ns > seen && now_ns - seen > retention_ns;
+    });
+}
+
+}  // namespace
+
+void EntityEnergy::add(size_t zone, uint64_t dynamic_uj, uint64_t idle_uj) {
+    if (total.size() <= zone) {
+        total.resize(zone + 1);
+        interval.resize(zone + 1);
+    }
+    total[zone].dynamic_uj += dynamic_uj;
+    total[zone].idle_uj += idle_uj;
+    interval[zone].dynamic_uj += dynamic_uj;
+    interval[zone].idle_uj += idle_uj;
+}
+
+size_t Ledger::zone_slot(const ZoneKey& zone) {
+    for (size_t i = 0; i < zones_.size(); ++i) {
+        if (zones_[i] == zone) return i;
+    }
+    zones_.push_back(zone);
+    node_sources_.emplace_back();
+    return zones_.size() - 1;
+}
+
+bool Ledger::counts_in_total(size_t zone) const noexcept {
+    const bool any_top = std::any_of(zones_.begin(), zones_.end(), [](const ZoneKey& z) { return is_top_level(z.kind); });
+    return any_top ? is_top_level(zones_[zone].kind) : zones_[zone].kind == ZoneKind::platform;
+}
+
+uint64_t Ledger::total_uj(const std::vector<EnergyPair>& by_zone) const noexcept {
+    uint64_t sum = 0;
+    for (size_t z = 0; z < by_zone.size() && z < zones_.size(); ++z) {
+        if (counts_in_total(z)) sum += by_zone[z].dynamic_uj + by_zone[z].idle_uj;
+    }
+    return sum;
+}
+
+ContainerEntry& Ledger::container_for(const keplershm::FrameView& frame, uint32_t workload_index, std::string& vm_id) {
+    vm_id.clear();
+    const keplershm::Records<keplershm_workload> workloads = frame.workloads();
+    uint32_t kind = KEPLERSHM_WORKLOAD_SYSTEM;
+    const keplershm_workload* w = nullptr;
+    if (workload_index < workloads.size()) {
+        w = &workloads[workload_index];
+        kind = w->kind;
+    }
+    std::string key;
+    if (w != nullptr && (kind == KEPLERSHM_WORKLOAD_CONTAINER || kind == KEPLERSHM_WORKLOAD_POD)) {
+        key = std::string(keplershm::get_text(w->container_id));
+        if (key.empty()) key = fmt::format("cgroup-{}", w->cgroup_id);
+    } else {
+        key = kind == KEPLERSHM_WORKLOAD_KERNEL ? kKernel : kSystem;
+        // VMs are system processes at container level (as in Kepler) and also have their own series.
+        if (w != nullptr && kind == KEPLERSHM_WORKLOAD_VM) vm_id = std::string(keplershm::get_text(w->vm_id));
+    }
+    auto [it, fresh] = containers_.try_emplace(key);
+    ContainerEntry& c = it->second;
+    if (fresh) {
+        c.container_id = key;
+        if (key == kSystem || key == kKernel) {
+            c.container_name = c.pod_name = key;
+            c.namespace_name = kSystemNamespace;
+        } else if (w != nullptr) {
+            c.container_name = std::string(keplershm::get_text(w->container_name));
+            if (kind == KEPLERSHM_WORKLOAD_POD) {
+                c.pod_name = std::string(keplershm::get_text(w->pod_name));
+                c.namespace_name = std::string(keplershm::get_text(w->pod_namespace));
+                c.pod_key = std::string(keplershm::get_text(w->pod_uid));
+                if (c.pod_key.empty()) c.pod_key = c.namespace_name + "/" + c.pod_name;
+            }
+        }
+    }
+    if (!vm_id.empty()) {
+        auto [vm, new_vm] = vms_.try_emplace(vm_id);
+        if (new_vm) {
+            vm->second.vm_id = vm_id;
+            vm->second.vm_name = std::string(keplershm::get_text(w->vm_name));
+        }
+    }
+    return c;
+}
+
+void Ledger::begin_interval(uint64_t now_ns) {
+    (void)now_ns;
+    clear_interval(node_);
+    for (auto& [_, c] : containers_) clear_interval(c.energy);
+    for (auto& [_, p] : pods_) clear_interval(p.energy);
+    for (auto& [_, n] : namespaces_) clear_interval(n);
+    for (auto& [_, v] : vms_) clear_interval(v.energy);
+    for (auto& [_, p] : processes_) clear_interval(p.energy);
+}
+
+void Ledger::expire(uint64_t now_ns) {
+    const uint64_t keep = options_.retention_ns;
+    erase_older(containers_, now_ns, keep);
+    erase_older(pods_, now_ns, keep);
+    erase_older(vms_, now_ns, keep);
+    std::erase_if(namespaces_, [&](const auto& item) {
+        return now_ns > item.second.last_seen_ns && now_ns - item.second.last_seen_ns > keep;
+    });
+    std::erase_if(processes_, [&](const auto& item) {
+        const bool old = now_ns > item.second.energy.last_seen_ns && now_ns - item.second.energy.last_seen_ns > keep;
+        if (old && item.second.exported) --exported_processes_;
+        return old;
+    });
+}
+
+void Ledger::add_frame(const keplershm::FrameView& frame, const Attribution& attribution, const std::string& source) {
+    const uint64_t now = frame.interval_end_ns();
+    interval_s_ = static_cast<double>(frame.interval_end_ns() - frame.interval_start_ns()) / 1e9;
+    ++frames_;
+    begin_interval(now);
+
+    std::vector<size_t> slots;
+    for (const ZoneShares& s : attribution.zones) {
+        slots.push_back(zone_slot(s.node.zone));
+        node_.add(slots.back(), s.node.total_uj - s.node.idle_uj, s.node.idle_uj);
+        node_sources_[slots.back()] = source;
+    }
+    node_.last_seen_ns = now;
+
+    // Every workload the collector lists is present, with or without activity this interval.
+    const keplershm::Records<keplershm_workload> workloads = frame.workloads();
+    std::vector<ContainerEntry*> by_workload(workloads.size());
+    std::vector<VmEntry*> vm_by_workload(workloads.size());
+    std::string vm_id;
+    for (uint32_t w = 0; w < workloads.size(); ++w) {
+        by_workload[w] = &container_for(frame, w, vm_id);
+        by_workload[w]->energy.last_seen_ns = now;
+        if (!vm_id.empty()) {
+            vm_by_workload[w] = &vms_[vm_id];
+            vm_by_workload[w]->energy.last_seen_ns = now;
+        }
+    }
+    ContainerEntry& system = container_for(frame, KEPLERSHM_NO_WORKLOAD, vm_id);
+    ContainerEntry& unaccounted = containers_[kUnaccounted];
+    if (unaccounted.container_id.empty()) {
+        unaccounted.container_id = unaccounted.container_name = unaccounted.pod_name = kUnaccounted;
+        unaccounted.namespace_name = kSystemNamespace;
+    }
+    unaccounted.energy.last_seen_ns = now;
+
+    const keplershm::Records<keplershm_process> processes = frame.processes();
+    for (uint32_t i = 0; i < processes.size(); ++i) {
+        const keplershm_process& p = processes[i];
+        const uint32_t w = p.workload_index;
+        ContainerEntry& container = w < by_workload.size() ? *by_workload[w] : system;
+        VmEntry* vm = w < vm_by_workload.size() ? vm_by_workload[w] : nullptr;
+        PodEntry* pod = nullptr;
+        EntityEnergy* ns = nullptr;
+        if (!container.pod_key.empty()) {
+            pod = &pods_[container.pod_key];
+            pod->pod_name = container.pod_name;
+            pod->namespace_name = container.namespace_name;
+            pod->energy.last_seen_ns = now;
+            ns = &namespaces_[container.namespace_name];
+            ns->last_seen_ns = now;
+        }
+        container.energy.last_seen_ns = now;
+
+        auto [it, fresh] = processes_.try_emplace(ProcessKey{p.pid, p.start_time_ticks});
+        ProcessEntry& proc = it->second;
+        if (fresh) {
+            proc.command = std::string(keplershm::get_text(p.comm));
+            if (exported_processes_ < options_.process_series_cap) {
+                proc.exported = true;
+                ++exported_processes_;
+            } else {
+                ++process_series_refused_;
+            }
+        }
+        proc.container_id = container.container_id;
+        proc.vm_id = vm != nullptr ? vm->vm_id : std::string();
+        proc.energy.last_seen_ns = now;
+
+        for (size_t z = 0; z < attribution.zones.size(); ++z) {
+            const uint64_t dyn = attribution.zones[z].dynamic_uj[i];
+            const uint64_t idle = attribution.zones[z].idle_uj[i];
+            const size_t slot = slots[z];
+            proc.energy.add(slot, dyn, idle);
+            container.energy.add(slot, dyn, idle);
+            if (pod != nullptr) pod->energy.add(slot, dyn, idle);
+            if (ns != nullptr) ns->add(slot, dyn, idle);
+            if (vm != nullptr) vm->energy.add(slot, dyn, idle);
+        }
+    }
+    for (size_t z = 0; z < attribution.zones.size(); ++z) {
+        unaccounted.energy.add(slots[z], attribution.zones[z].unaccounted_dynamic_uj, attribution.zones[z].unaccounted_idle_uj);
+    }
+    expire(now);
+}
+
+}  // namespace kepler_estimate

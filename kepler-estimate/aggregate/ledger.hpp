@@ -1,0 +1,115 @@
+// Aggregation: per-interval shares added into never-decreasing totals per process, container, pod,
+// namespace, VM and node. Exited workloads keep their energy in their container and pod until their
+// series expire after the retention time.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "attribute/attribution.hpp"
+#include "keplershm/keplershm.hpp"
+
+namespace kepler_estimate {
+
+/// Energy in microjoules, split by mode. Plain value.
+struct EnergyPair {
+    uint64_t dynamic_uj = 0;
+    uint64_t idle_uj = 0;
+};
+
+/// Energy of one entity per zone slot (index into Ledger::zones()), total since the estimator
+/// started and for the latest interval. Plain value.
+struct EntityEnergy {
+    std::vector<EnergyPair> total;
+    std::vector<EnergyPair> interval;
+    uint64_t last_seen_ns = 0;  // frame interval end (collector's CLOCK_MONOTONIC) when last present
+    void add(size_t zone, uint64_t dynamic_uj, uint64_t idle_uj);
+};
+
+/// Processes are keyed by (pid, start time), never pid alone.
+struct ProcessKey {
+    uint32_t pid = 0;
+    uint64_t start_time_ticks = 0;
+    bool operator==(const ProcessKey&) const = default;
+};
+struct ProcessKeyHash {
+    size_t operator()(const ProcessKey& k) const noexcept { return std::hash<uint64_t>{}((k.start_time_ticks << 22) ^ k.pid); }
+};
+
+struct ProcessEntry {
+    EntityEnergy energy;
+    std::string command;
+    std::string container_id;  // container-level key it belongs to
+    std::string vm_id;
+    bool exported = false;     // holds one of the capped per-process series
+};
+
+/// Kepler's container labels (system and kernel processes and the unaccounted record get fixed names).
+struct ContainerEntry {
+    EntityEnergy energy;
+    std::string container_id, container_name, pod_name, namespace_name, pod_key;
+};
+struct PodEntry {
+    EntityEnergy energy;
+    std::string pod_name, namespace_name;
+};
+struct VmEntry {
+    EntityEnergy energy;
+    std::string vm_id, vm_name;
+};
+
+struct LedgerOptions {
+    uint64_t retention_ns = 300'000'000'000ull;  // drop series of workloads gone this long
+    size_t process_series_cap = 1000;           // per-process series exported at most
+};
+
+/// Not thread-safe: the pipeline thread writes it; exporters read it under the pipeline's lock.
+class Ledger {
+public:
+    explicit Ledger(LedgerOptions options = {}) : options_(options) {}
+
+    /// Adds one attributed frame. `source` is the node power source label (meter or model name).
+    void add_frame(const keplershm::FrameView& frame, const Attribution& attribution, const std::string& source);
+
+    [[nodiscard]] const std::vector<ZoneKey>& zones() const noexcept { return zones_; }
+    /// Whether a zone slot adds to a workload's total (Kepler: package + dram + gpu + other, or the
+    /// platform zone where none of those exists).
+    [[nodiscard]] bool counts_in_total(size_t zone) const noexcept;
+    [[nodiscard]] const EntityEnergy& node() const noexcept { return node_; }
+    [[nodiscard]] const std::vector<std::string>& node_sources() const noexcept { return node_sources_; }
+    [[nodiscard]] const std::map<std::string, ContainerEntry>& containers() const noexcept { return containers_; }
+    [[nodiscard]] const std::map<std::string, PodEntry>& pods() const noexcept { return pods_; }
+    [[nodiscard]] const std::map<std::string, EntityEnergy>& namespaces() const noexcept { return namespaces_; }
+    [[nodiscard]] const std::map<std::string, VmEntry>& vms() const noexcept { return vms_; }
+    [[nodiscard]] const std::unordered_map<ProcessKey, ProcessEntry, ProcessKeyHash>& processes() const noexcept { return processes_; }
+    [[nodiscard]] double interval_s() const noexcept { return interval_s_; }
+    [[nodiscard]] uint64_t frames() const noexcept { return frames_; }
+    [[nodiscard]] uint64_t process_series_refused() const noexcept { return process_series_refused_; }
+    /// Sum of the total (dynamic + idle) over the slots that count in totals.
+    [[nodiscard]] uint64_t total_uj(const std::vector<EnergyPair>& by_zone) const noexcept;
+
+private:
+    size_t zone_slot(const ZoneKey& zone);
+    ContainerEntry& container_for(const keplershm::FrameView& frame, uint32_t workload_index, std::string& vm_id);
+    void begin_interval(uint64_t now_ns);
+    void expire(uint64_t now_ns);
+
+    LedgerOptions options_;
+    std::vector<ZoneKey> zones_;
+    std::vector<std::string> node_sources_;  // per zone slot
+    EntityEnergy node_;
+    std::map<std::string, ContainerEntry> containers_;
+    std::map<std::string, PodEntry> pods_;
+    std::map<std::string, EntityEnergy> namespaces_;
+    std::map<std::string, VmEntry> vms_;
+    std::unordered_map<ProcessKey, ProcessEntry, ProcessKeyHash> processes_;
+    size_t exported_processes_ = 0;
+    uint64_t process_series_refused_ = 0;
+    double interval_s_ = 0;
+    uint64_t frames_ = 0;
+};
+
+}  // namespace kepler_estimate

@@ -1,0 +1,66 @@
+#include "app/estimator.hpp"
+
+#include <fmt/format.h>
+
+namespace kepler_estimate {
+
+Estimator::Estimator(EstimatorOptions options)
+    : options_(std::move(options)), models_(options_.models, options_.primary, options_.model_set), ledger_(options_.ledger) {}
+
+std::vector<std::string> Estimator::refresh_models() {
+    std::lock_guard lock(mutex_);
+    return models_.refresh();
+}
+
+void Estimator::count_missed(uint64_t frames) {
+    std::lock_guard lock(mutex_);
+    health_.frames_missed += frames;
+}
+
+void Estimator::record_latency(std::chrono::steady_clock::duration elapsed) {
+    const double seconds = std::chrono::duration<double>(elapsed).count();
+    size_t bucket = 0;
+    while (bucket < kLatencyBounds.size() && seconds > kLatencyBounds[bucket]) ++bucket;
+    ++health_.latency_buckets[bucket];
+    health_.latency_sum_s += seconds;
+    health_.last_latency_s = seconds;
+}
+
+bool Estimator::process(const keplershm::FrameView& frame) {
+    const auto started = std::chrono::steady_clock::now();
+    std::lock_guard lock(mutex_);
+    ++health_.frames_read;
+    if (frame.segment().segment_kind != KEPLERSHM_SEGMENT_FRAMES) {
+        ++health_.frames_rejected;
+        last_error_ = fmt::format("frame {} comes from a segment of kind {}, not a collector", frame.sequence(),
+                                  frame.segment().segment_kind);
+        return false;
+    }
+    NodeFeatures features;
+    try {
+        features = compute_features(frame);
+    } catch (const std::invalid_argument& e) {
+        ++health_.frames_rejected;
+        last_error_ = e.what();
+        return false;
+    }
+    const NodeFacts node = node_facts(frame.segment());
+    node_name_ = std::string(keplershm::get_text(frame.segment().node_name));
+    const FrameInput input{frame, features, node};
+    ModelSetResult estimate = models_.estimate(input);
+    last_sequence_ = frame.sequence();
+    last_start_ns_ = frame.interval_start_ns();
+    last_end_ns_ = frame.interval_end_ns();
+    if (!estimate.primary) {
+        ++health_.frames_unestimated;
+        last_error_ = fmt::format("frame {}: no model could estimate node power", frame.sequence());
+        return false;
+    }
+    primary_name_ = estimate.primary_name;
+    attribute(frame, *estimate.primary, options_.idle_policy, attribution_);
+    ledger_.add_frame(frame, attribution_, estimate.primary->source);
+    record_latency(std::chrono::steady_clock::now() - started);
+    return true;
+}
+
+}  // namespace kepler_estimate

@@ -1,0 +1,85 @@
+// The pipeline for one frame: features → node models → attribution → ledger. Readers (exporters,
+// the terminal view, the CSV writer) look at the result under the same lock.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "aggregate/ledger.hpp"
+#include "attribute/attribution.hpp"
+#include "keplershm/keplershm.hpp"
+#include "model/model_set.hpp"
+
+namespace kepler_estimate {
+
+struct EstimatorOptions {
+    std::vector<ModelSpec> models;
+    std::optional<std::string> primary;
+    IdlePolicy idle_policy = IdlePolicy::cpu_share;
+    LedgerOptions ledger;
+    ModelSetOptions model_set;
+};
+
+/// Upper bounds (seconds) of the per-frame latency histogram.
+inline constexpr std::array<double, 8> kLatencyBounds = {1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 1.0};
+
+/// The estimator's own health. Plain value.
+struct Health {
+    uint64_t frames_read = 0;
+    uint64_t frames_missed = 0;    // frames the collector published that this estimator never saw
+    uint64_t frames_rejected = 0;  // broken frames (e.g. an empty interval), counted and skipped
+    uint64_t frames_unestimated = 0;  // no model could give node energy
+    std::array<uint64_t, kLatencyBounds.size() + 1> latency_buckets{};  // last one: +Inf
+    double latency_sum_s = 0;
+    double last_latency_s = 0;
+};
+
+/// Thread-safe: process() and refresh_models() lock mutex(); readers lock it too while they look.
+class Estimator {
+public:
+    explicit Estimator(EstimatorOptions options);
+
+    /// Runs one frame (a private copy or a validated view) through the pipeline.
+    /// Returns false when the frame was rejected or no model could estimate it.
+    bool process(const keplershm::FrameView& frame);
+    /// Frames lost before the next one (from the reader).
+    void count_missed(uint64_t frames);
+    /// Loads model files that appeared or changed; returns log lines.
+    std::vector<std::string> refresh_models();
+
+    [[nodiscard]] std::mutex& mutex() const noexcept { return mutex_; }
+    // The accessors below must be used with mutex() held (or from the pipeline thread).
+    [[nodiscard]] const Ledger& ledger() const noexcept { return ledger_; }
+    [[nodiscard]] const ModelSet& models() const noexcept { return models_; }
+    [[nodiscard]] const Health& health() const noexcept { return health_; }
+    [[nodiscard]] const Attribution& last_attribution() const noexcept { return attribution_; }
+    [[nodiscard]] const std::string& node_name() const noexcept { return node_name_; }
+    [[nodiscard]] const std::string& primary_model() const noexcept { return primary_name_; }
+    [[nodiscard]] IdlePolicy idle_policy() const noexcept { return options_.idle_policy; }
+    /// Last frame's sequence and interval (collector clock).
+    [[nodiscard]] uint64_t last_sequence() const noexcept { return last_sequence_; }
+    [[nodiscard]] uint64_t last_interval_start_ns() const noexcept { return last_start_ns_; }
+    [[nodiscard]] uint64_t last_interval_end_ns() const noexcept { return last_end_ns_; }
+    [[nodiscard]] std::string last_error() const { return last_error_; }
+
+private:
+    void record_latency(std::chrono::steady_clock::duration elapsed);
+
+    EstimatorOptions options_;
+    mutable std::mutex mutex_;
+    ModelSet models_;
+    Ledger ledger_;
+    Attribution attribution_;
+    Health health_;
+    std::string node_name_;
+    std::string primary_name_;
+    std::string last_error_;
+    uint64_t last_sequence_ = 0, last_start_ns_ = 0, last_end_ns_ = 0;
+};
+
+}  // namespace kepler_estimate

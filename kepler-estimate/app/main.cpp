@@ -1,0 +1,32 @@
+// kepler-estimate: reads keplershm frames, estimates node power, attributes it and exports it.
+#include <curl/curl.h>
+#include <fmt/format.h>
+
+#include <atomic>
+#include <csignal>
+#include <exception>
+
+#include "app/runner.hpp"
+
+namespace {
+std::atomic<bool> g_stop{false};
+extern "C" void on_signal(int) { g_stop.store(true); }
+}  // namespace
+
+int main(int argc, char** argv) {
+    int exit_code = 0;
+    const std::optional<kepler_estimate::Options> options = kepler_estimate::parse_options(argc, argv, exit_code);
+    if (!options) return exit_code;
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    curl_global_init(CURL_GLOBAL_DEFAULT);  // before any thread: not thread-safe
+    int rc = 1;
+    try {
+        rc = kepler_estimate::run(*options, g_stop);
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "kepler-estimate: {}\n", e.what());
+        rc = 1;
+    }
+    curl_global_cleanup();
+    return rc;
+}

@@ -1,0 +1,69 @@
+#include "app/options.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace kepler_estimate {
+
+std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
+    Options o;
+    CLI::App app{"kepler-estimate: node power (measured, XGBoost or curve) attributed to processes, containers, pods "
+                 "and VMs, exported for Prometheus with Kepler's metric names"};
+    auto* input = app.add_option_group("input", "where frames come from");
+    input->add_option("--shm-name", o.shm_name, "live shared-memory segment (waited for; collector restarts are followed)");
+    input->add_option("--replay", o.replay, "recording file, estimated as fast as possible");
+    input->require_option(1);
+    app.add_option("--csv", o.csv, "write estimates as CSV: one row per interval x workload x zone");
+    app.add_option("--prom-out", o.prom_out, "write the Prometheus text exposition at the end");
+    auto* listen = app.add_option("--listen", o.listen, "serve /metrics on ADDR:PORT ('none': do not serve); replay serves only when given")
+                       ->capture_default_str();
+    app.add_option("--model", o.models, "NAME=SPEC, repeatable; SPEC: measured | curve[:idle_w=W,max_w=W] | xgboost:PATH");
+    app.add_option("--primary", o.primary, "model behind the Kepler metric names (default: best available)");
+    app.add_option("--idle-policy", o.idle_policy, "idle energy: cpu-share | even (Kepler 0.7) | none (Kepler >= 0.10)")
+        ->check(CLI::IsMember({"cpu-share", "even", "none"}))
+        ->capture_default_str();
+    app.add_option("--retention", o.retention_s, "seconds after which series of workloads that are gone are dropped")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app.add_flag("--process-metrics", o.process_metrics, "export kepler_process_* series");
+    app.add_option("--max-process-series", o.max_process_series, "cap on processes with series")->capture_default_str();
+    app.add_flag("--top", o.top, "terminal view of the top processes and containers, each interval");
+    app.add_option("--model-server", o.model_server, "fetch missing xgboost models from URL/<model dir name>/model.json");
+    app.add_option("--xgboost-threads", o.xgboost_threads, "XGBoost nthread")->check(CLI::Range(1, 64))->capture_default_str();
+    app.add_option("--duration", o.duration_s, "live: stop after this many seconds (0: until SIGTERM)")->check(CLI::NonNegativeNumber);
+    app.add_flag("--quiet", o.quiet, "replay: no progress on stderr");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        exit_code = app.exit(e);
+        return std::nullopt;
+    }
+    o.listen_given = listen->count() > 0;
+    return o;
+}
+
+EstimatorOptions estimator_options(const Options& o) {
+    EstimatorOptions e;
+    for (const std::string& text : o.models) e.models.push_back(parse_model_spec(text));
+    for (size_t i = 0; i < e.models.size(); ++i) {
+        for (size_t j = 0; j < i; ++j) {
+            if (e.models[i].name == e.models[j].name) throw std::invalid_argument(fmt::format("model name {} given twice", e.models[i].name));
+        }
+    }
+    if (!o.primary.empty()) e.primary = o.primary;
+    const std::optional<IdlePolicy> policy = idle_policy_from_string(o.idle_policy);
+    if (!policy) throw std::invalid_argument(fmt::format("--idle-policy {} is not cpu-share, even or none", o.idle_policy));
+    e.idle_policy = *policy;
+    if (!std::isfinite(o.retention_s) || o.retention_s <= 0 || o.retention_s > 1e7) {
+        throw std::invalid_argument("--retention must be between 0 and 10^7 seconds");
+    }
+    e.ledger.retention_ns = static_cast<uint64_t>(o.retention_s * 1e9);
+    e.ledger.process_series_cap = o.max_process_series;
+    e.model_set.xgboost_threads = o.xgboost_threads;
+    return e;
+}
+
+}  // namespace kepler_estimate

@@ -1,0 +1,38 @@
+// Command line of kepler-estimate (CLI11) and its translation into component options.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app/estimator.hpp"
+
+namespace kepler_estimate {
+
+/// Parsed command line. Plain value.
+struct Options {
+    std::string shm_name;            // live input
+    std::string replay;              // recording input
+    std::string csv;                 // estimates CSV (replay and live)
+    std::string prom_out;            // Prometheus text written at the end
+    std::string listen = "0.0.0.0:9102";
+    bool listen_given = false;
+    std::vector<std::string> models;  // NAME=SPEC
+    std::string primary;
+    std::string idle_policy = "cpu-share";
+    double retention_s = 300;
+    bool process_metrics = false;
+    size_t max_process_series = 1000;
+    bool top = false;
+    std::string model_server;
+    int xgboost_threads = 1;
+    double duration_s = 0;           // live: stop after this long (0: until SIGINT/SIGTERM)
+    bool quiet = false;              // replay: no progress on stderr
+};
+
+/// Parses argv. Returns nullopt when the program should exit with `exit_code` (help, bad usage).
+[[nodiscard]] std::optional<Options> parse_options(int argc, char** argv, int& exit_code);
+/// Throws std::invalid_argument naming the bad option.
+[[nodiscard]] EstimatorOptions estimator_options(const Options& options);
+
+}  // namespace kepler_estimate

@@ -1,0 +1,119 @@
+#include "app/runner.hpp"
+
+#include <fmt/format.h>
+#include <prometheus/exposer.h>
+
+#include <chrono>
+#include <fstream>
+#include <memory>
+
+#include "export/csv_export.hpp"
+#include "export/prometheus_export.hpp"
+#include "export/top_view.hpp"
+#include "model/model_watch.hpp"
+#include "read/frame_source.hpp"
+
+namespace kepler_estimate {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+void log_lines(const std::vector<std::string>& lines) {
+    for (const std::string& line : lines) fmt::print(stderr, "kepler-estimate: {}\n", line);
+}
+
+void write_prometheus_text(const std::string& path, const Estimator& estimator, ExportOptions export_options) {
+    export_options.include_timing = false;  // the file must be the same for the same input
+    const std::string text = to_text(PrometheusExport(estimator, export_options).Collect());
+    std::ofstream out(path, std::ios::trunc);
+    out << text;
+    if (!out) throw std::runtime_error(fmt::format("cannot write {}", path));
+}
+
+/// One frame through the pipeline and to the per-frame outputs.
+void handle_frame(Estimator& estimator, const keplershm::FrameView& frame, CsvExport* csv, bool top) {
+    if (frame.missed() > 0) estimator.count_missed(frame.missed());
+    if (!estimator.process(frame)) {
+        fmt::print(stderr, "kepler-estimate: {}\n", estimator.last_error());
+        return;
+    }
+    std::lock_guard lock(estimator.mutex());  // exporters read concurrently
+    if (csv != nullptr) csv->write_interval(estimator);
+    if (top) print_top(estimator, stdout);
+}
+
+int run_replay(const Options& o, Estimator& estimator, const ExportOptions& export_options) {
+    FrameSource source = FrameSource::replay(o.replay);
+    log_lines(estimator.refresh_models());
+    std::unique_ptr<CsvExport> csv = o.csv.empty() ? nullptr : std::make_unique<CsvExport>(o.csv);
+    std::unique_ptr<prometheus::Exposer> exposer;
+    auto collectable = std::make_shared<PrometheusExport>(estimator, export_options);
+    if (o.listen_given && o.listen != "none") {
+        exposer = std::make_unique<prometheus::Exposer>(o.listen);
+        exposer->RegisterCollectable(collectable);
+    }
+    const uint64_t total = source.recording_frames();
+    const auto started = Clock::now();
+    auto last_progress = started;
+    keplershm::FrameView frame;
+    uint64_t done = 0;
+    while (source.next(frame, milliseconds(0)) == FrameSource::Result::frame) {
+        handle_frame(estimator, frame, csv.get(), o.top);
+        ++done;
+        if (!o.quiet && Clock::now() - last_progress > std::chrono::seconds(1)) {
+            last_progress = Clock::now();
+            fmt::print(stderr, "kepler-estimate: replay {}/{} frames\n", done, total);
+        }
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    if (!o.quiet) {
+        fmt::print(stderr, "kepler-estimate: replayed {} frames in {:.3f} s ({:.0f} frames/s)\n", done, seconds,
+                   seconds > 0 ? static_cast<double>(done) / seconds : 0.0);
+    }
+    if (csv) csv->flush();
+    if (!o.prom_out.empty()) write_prometheus_text(o.prom_out, estimator, export_options);
+    return source.errors() == 0 ? 0 : 1;
+}
+
+int run_live(const Options& o, Estimator& estimator, const ExportOptions& export_options, const std::atomic<bool>& stop) {
+    FrameSource source = FrameSource::live(o.shm_name);
+    auto collectable = std::make_shared<PrometheusExport>(estimator, export_options);
+    std::unique_ptr<prometheus::Exposer> exposer;
+    if (o.listen != "none") {
+        exposer = std::make_unique<prometheus::Exposer>(o.listen);
+        exposer->RegisterCollectable(collectable);
+        fmt::print(stderr, "kepler-estimate: serving /metrics on {}\n", o.listen);
+    }
+    ModelWatcher::Options watch;
+    watch.model_server = o.model_server;
+    ModelWatcher watcher(estimator.models().watched_paths(), watch);
+    std::unique_ptr<CsvExport> csv = o.csv.empty() ? nullptr : std::make_unique<CsvExport>(o.csv);
+
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.duration_s));
+    keplershm::FrameView frame;
+    while (!stop.load(std::memory_order_relaxed) && (o.duration_s <= 0 || Clock::now() < deadline)) {
+        if (watcher.take_changes()) log_lines(estimator.refresh_models());
+        if (source.next(frame, milliseconds(250)) != FrameSource::Result::frame) continue;
+        handle_frame(estimator, frame, csv.get(), o.top);
+        if (csv) csv->flush();
+    }
+    if (!o.prom_out.empty()) write_prometheus_text(o.prom_out, estimator, export_options);
+    return 0;
+}
+
+}  // namespace
+
+int run(const Options& o, const std::atomic<bool>& stop) {
+    Estimator estimator(estimator_options(o));
+    ExportOptions export_options;
+    export_options.process_metrics = o.process_metrics;
+    if (!o.replay.empty()) {
+        export_options.include_timing = false;
+        return run_replay(o, estimator, export_options);
+    }
+    return run_live(o, estimator, export_options, stop);
+}
+
+}  // namespace kepler_estimate

@@ -1,0 +1,15 @@
+// The two ways to run the pipeline: live (a segment, /metrics served, models watched) and replay
+// (a recording, as fast as possible, CSV and/or Prometheus text at the end).
+#pragma once
+
+#include <atomic>
+
+#include "app/options.hpp"
+
+namespace kepler_estimate {
+
+/// Runs until the input ends, `stop` becomes true, or --duration passes. Returns the exit code.
+/// Thread-safe only in that `stop` may be set from a signal handler or another thread.
+int run(const Options& options, const std::atomic<bool>& stop);
+
+}  // namespace kepler_estimate

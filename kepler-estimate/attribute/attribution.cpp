@@ -1,0 +1,100 @@
+#include "attribute/attribution.hpp"
+
+namespace kepler_estimate {
+
+namespace {
+__extension__ typedef unsigned __int128 u128;  // energy(uJ) x weight(ns) overflows 64 bits
+}
+
+std::optional<IdlePolicy> idle_policy_from_string(std::string_view text) noexcept {
+    if (text == "cpu-share") return IdlePolicy::cpu_share;
+    if (text == "even") return IdlePolicy::even;
+    if (text == "none") return IdlePolicy::none;
+    return std::nullopt;
+}
+
+std::string_view to_string(IdlePolicy policy) noexcept {
+    switch (policy) {
+        case IdlePolicy::cpu_share: return "cpu-share";
+        case IdlePolicy::even: return "even";
+        case IdlePolicy::none: return "none";
+    }
+    return "?";
+}
+
+void split_energy(uint64_t energy, std::span<const uint64_t> weights, uint64_t unaccounted_weight,
+                  std::span<uint64_t> parts, uint64_t& unaccounted_part) {
+    u128 total = unaccounted_weight;
+    size_t heaviest = weights.size();  // index, or weights.size() for the unaccounted record
+    uint64_t heaviest_weight = unaccounted_weight;
+    for (size_t i = 0; i < weights.size(); ++i) {
+        total += weights[i];
+        if (weights[i] > heaviest_weight) {
+            heaviest_weight = weights[i];
+            heaviest = i;
+        }
+    }
+    if (total == 0) {
+        std::fill(parts.begin(), parts.end(), 0);
+        unaccounted_part = energy;  // nobody was active: no process explains this energy
+        return;
+    }
+    uint64_t given = 0;
+    for (size_t i = 0; i < weights.size(); ++i) {
+        parts[i] = static_cast<uint64_t>(u128{energy} * weights[i] / total);
+        given += parts[i];
+    }
+    unaccounted_part = static_cast<uint64_t>(u128{energy} * unaccounted_weight / total);
+    given += unaccounted_part;
+    const uint64_t rounding = energy - given;  // < number of holders
+    if (heaviest == weights.size()) unaccounted_part += rounding;
+    else parts[heaviest] += rounding;
+}
+
+void attribute(const keplershm::FrameView& frame, const NodeEnergy& node, IdlePolicy policy, Attribution& out) {
+    const keplershm::Records<keplershm_process> processes = frame.processes();
+    const size_t n = processes.size();
+    const keplershm_unaccounted* unaccounted = frame.unaccounted();
+    const uint64_t unaccounted_cpu = unaccounted != nullptr ? unaccounted->cpu_time_ns : 0;
+
+    // Usage metrics, read once per frame. thread_local: buffers survive across frames without making
+    // the function stateful for callers.
+    thread_local std::vector<uint64_t> cpu, misses, ones;
+    cpu.resize(n);
+    misses.resize(n);
+    ones.assign(n, 1);
+    uint64_t miss_total = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+        const keplershm_process& p = processes[i];
+        cpu[i] = p.cpu_time_ns;
+        misses[i] = (p.flags & KEPLERSHM_PROC_CACHE_MISSES_VALID) ? p.cache_misses : 0;
+        miss_total += misses[i];
+    }
+    const bool frame_has_misses = (frame.header().metric_mask & KEPLERSHM_METRIC_CACHE_MISSES) != 0 && miss_total > 0;
+
+    out.zones.resize(node.zones.size());
+    for (size_t z = 0; z < node.zones.size(); ++z) {
+        ZoneShares& s = out.zones[z];
+        s.node = node.zones[z];
+        const uint64_t idle = std::min(s.node.idle_uj, s.node.total_uj);
+        const uint64_t dynamic = s.node.total_uj - idle;
+        s.dynamic_uj.resize(n);
+        s.idle_uj.resize(n);
+        s.by_cache_misses = s.node.zone.kind == ZoneKind::dram && frame_has_misses;
+        // The unaccounted record has CPU time but no counters: by cache misses it weighs nothing.
+        if (s.by_cache_misses) split_energy(dynamic, misses, 0, s.dynamic_uj, s.unaccounted_dynamic_uj);
+        else split_energy(dynamic, cpu, unaccounted_cpu, s.dynamic_uj, s.unaccounted_dynamic_uj);
+        s.node_idle_uj = 0;
+        switch (policy) {
+            case IdlePolicy::cpu_share: split_energy(idle, cpu, unaccounted_cpu, s.idle_uj, s.unaccounted_idle_uj); break;
+            case IdlePolicy::even: split_energy(idle, ones, 0, s.idle_uj, s.unaccounted_idle_uj); break;
+            case IdlePolicy::none:
+                std::fill(s.idle_uj.begin(), s.idle_uj.end(), 0);
+                s.unaccounted_idle_uj = 0;
+                s.node_idle_uj = idle;
+                break;
+        }
+    }
+}
+
+}  // namespace kepler_estimate

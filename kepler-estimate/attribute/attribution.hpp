@@ -1,0 +1,48 @@
+// Step 2 of the estimator: node energy of each zone split over the frame's processes, exactly.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "keplershm/keplershm.hpp"
+#include "model/node_model.hpp"
+
+namespace kepler_estimate {
+
+/// Who gets idle energy: `cpu_share` (default: by CPU time, like dynamic energy), `even` (Kepler 0.7:
+/// the same for every process) or `none` (Kepler >= 0.10: idle stays on the node).
+enum class IdlePolicy { cpu_share, even, none };
+[[nodiscard]] std::optional<IdlePolicy> idle_policy_from_string(std::string_view text) noexcept;
+[[nodiscard]] std::string_view to_string(IdlePolicy policy) noexcept;
+
+/// One zone's energy, split. Per zone: sum(dynamic_uj) + unaccounted_dynamic_uj == dynamic energy and
+/// sum(idle_uj) + unaccounted_idle_uj + node_idle_uj == idle energy, exactly. Plain value.
+struct ZoneShares {
+    ZoneEnergy node;
+    std::vector<uint64_t> dynamic_uj;  // per process record, in frame order
+    std::vector<uint64_t> idle_uj;
+    uint64_t unaccounted_dynamic_uj = 0;
+    uint64_t unaccounted_idle_uj = 0;
+    uint64_t node_idle_uj = 0;  // idle energy kept on the node (policy none)
+    bool by_cache_misses = false;
+};
+
+/// The split of one frame. Reused across frames to keep its buffers. Not thread-safe.
+struct Attribution {
+    std::vector<ZoneShares> zones;
+};
+
+/// Splits `energy` in proportion to `weights` (plus the unaccounted record's weight) in integers:
+/// each part is floor(energy * w / sum); the few microjoules of rounding go to the heaviest holder.
+/// With no weight at all, everything goes to the unaccounted record. Exactly conserving.
+void split_energy(uint64_t energy, std::span<const uint64_t> weights, uint64_t unaccounted_weight,
+                  std::span<uint64_t> parts, uint64_t& unaccounted_part);
+
+/// Attributes each zone of `node` over `frame`'s processes: dynamic energy by the zone's usage metric
+/// (CPU time; cache misses for DRAM when the frame has them), idle energy by `policy`.
+void attribute(const keplershm::FrameView& frame, const NodeEnergy& node, IdlePolicy policy, Attribution& out);
+
+}  // namespace kepler_estimate

@@ -1,0 +1,154 @@
+#include "model/model_metadata.hpp"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace kepler_estimate {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr uintmax_t kMaxMetadataBytes = 1u << 20;
+constexpr size_t kMaxFeatures = 256;
+constexpr size_t kMaxTargets = 16;
+
+const json& require(const json& object, const char* field, json::value_t type, const std::string& origin) {
+    auto it = object.find(field);
+    if (it == object.end()) throw ModelError(fmt::format("{}: missing field \"{}\"", origin, field));
+    const bool ok = it->type() == type || (type == json::value_t::number_float && it->is_number());
+    if (!ok) throw ModelError(fmt::format("{}: field \"{}\" has type {}", origin, field, it->type_name()));
+    return *it;
+}
+
+std::string optional_string(const json& object, const char* field) {
+    auto it = object.find(field);
+    return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+/// A target file must stay inside the model directory: no absolute paths, no "..".
+fs::path safe_relative(const std::string& file, const std::string& origin) {
+    const fs::path p(file);
+    if (file.empty() || p.is_absolute()) throw ModelError(fmt::format("{}: target file \"{}\" must be a relative name", origin, file));
+    for (const fs::path& part : p) {
+        if (part == "..") throw ModelError(fmt::format("{}: target file \"{}\" leaves the model directory", origin, file));
+    }
+    return p;
+}
+
+}  // namespace
+
+fs::path metadata_path(const fs::path& spec_path) {
+    std::error_code ec;
+    if (fs::is_directory(spec_path, ec)) return spec_path / "model.json";
+    if (spec_path.has_extension() && spec_path.extension() == ".json") return spec_path;
+    return spec_path / "model.json";  // a directory that does not exist yet
+}
+
+std::string read_small_file(const fs::path& path, uintmax_t limit) {
+    std::error_code ec;
+    const uintmax_t size = fs::file_size(path, ec);
+    if (ec) throw ModelError(fmt::format("{}: {}", path.string(), ec.message()));
+    if (size > limit) throw ModelError(fmt::format("{}: {} bytes, more than the {} allowed", path.string(), size, limit));
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw ModelError(fmt::format("{}: cannot open", path.string()));
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+ModelMetadata parse_model_metadata(const std::string& text, const fs::path& directory, const std::string& origin) {
+    json doc;
+    try {
+        doc = json::parse(text);
+    } catch (const json::exception& e) {
+        throw ModelError(fmt::format("{}: not JSON ({})", origin, e.what()));
+    }
+    if (!doc.is_object()) throw ModelError(fmt::format("{}: top level is not an object", origin));
+    const std::string format = require(doc, "format", json::value_t::string, origin).get<std::string>();
+    if (format != "keplershm-model/1") throw ModelError(fmt::format("{}: unknown format \"{}\"", origin, format));
+    const std::string type = require(doc, "type", json::value_t::string, origin).get<std::string>();
+    if (type != "xgboost") throw ModelError(fmt::format("{}: type \"{}\" is not \"xgboost\"", origin, type));
+
+    ModelMetadata m;
+    m.name = optional_string(doc, "name");
+    m.version = optional_string(doc, "version");
+    const std::string output = require(doc, "output", json::value_t::string, origin).get<std::string>();
+    if (output != "absolute" && output != "dynamic") {
+        throw ModelError(fmt::format("{}: output \"{}\" is neither \"absolute\" nor \"dynamic\"", origin, output));
+    }
+    m.dynamic_output = output == "dynamic";
+
+    const json& features = require(doc, "features", json::value_t::array, origin);
+    if (features.empty() || features.size() > kMaxFeatures) {
+        throw ModelError(fmt::format("{}: {} features (1 to {} allowed)", origin, features.size(), kMaxFeatures));
+    }
+    for (const json& f : features) {
+        if (!f.is_object()) throw ModelError(fmt::format("{}: a feature is not an object", origin));
+        m.features.push_back(require(f, "name", json::value_t::string, origin).get<std::string>());
+    }
+
+    const json& targets = require(doc, "targets", json::value_t::array, origin);
+    if (targets.empty() || targets.size() > kMaxTargets) {
+        throw ModelError(fmt::format("{}: {} targets (1 to {} allowed)", origin, targets.size(), kMaxTargets));
+    }
+    for (const json& t : targets) {
+        if (!t.is_object()) throw ModelError(fmt::format("{}: a target is not an object", origin));
+        const std::string zone = require(t, "zone", json::value_t::string, origin).get<std::string>();
+        const std::optional<ZoneKind> kind = zone_kind_from_name(zone);
+        if (!kind) throw ModelError(fmt::format("{}: unknown target zone \"{}\"", origin, zone));
+        for (const ModelTarget& seen : m.targets) {
+            if (seen.zone == *kind) throw ModelError(fmt::format("{}: zone \"{}\" has two targets", origin, zone));
+        }
+        const std::string file = require(t, "file", json::value_t::string, origin).get<std::string>();
+        m.targets.push_back(ModelTarget{*kind, directory / safe_relative(file, origin)});
+    }
+
+    if (auto it = doc.find("idle_w"); it != doc.end()) {
+        if (!it->is_object()) throw ModelError(fmt::format("{}: idle_w is not an object", origin));
+        for (const auto& [zone, watts] : it->items()) {
+            const std::optional<ZoneKind> kind = zone_kind_from_name(zone);
+            if (!kind || !watts.is_number() || watts.get<double>() < 0) {
+                throw ModelError(fmt::format("{}: idle_w[\"{}\"] must be a known zone with watts >= 0", origin, zone));
+            }
+            m.idle_w[*kind] = watts.get<double>();
+        }
+    }
+    if (auto it = doc.find("cpu"); it != doc.end() && it->is_object()) {
+        m.cpu_model = optional_string(*it, "model");
+        if (auto count = it->find("count"); count != it->end() && count->is_number_unsigned()) {
+            m.cpu_count = count->get<uint32_t>();
+        }
+    }
+    return m;
+}
+
+ModelMetadata load_model_metadata(const fs::path& path) {
+    const std::string text = read_small_file(path, kMaxMetadataBytes);
+    return parse_model_metadata(text, path.parent_path(), path.string());
+}
+
+std::string model_fingerprint(const fs::path& spec_path) {
+    const fs::path meta = metadata_path(spec_path);
+    std::error_code ec;
+    auto stamp = [&](const fs::path& p) {
+        const uintmax_t size = fs::file_size(p, ec);
+        if (ec) return fmt::format("{}:missing;", p.string());
+        const auto mtime = fs::last_write_time(p, ec).time_since_epoch().count();
+        return fmt::format("{}:{}:{};", p.string(), size, static_cast<long long>(mtime));
+    };
+    if (!fs::exists(meta, ec)) return {};
+    std::string print = stamp(meta);
+    try {
+        for (const ModelTarget& t : load_model_metadata(meta).targets) print += stamp(t.file);
+    } catch (const ModelError&) {
+        // A broken metadata file is fingerprinted by itself: the load attempt will report it.
+    }
+    return print;
+}
+
+}  // namespace kepler_estimate

@@ -1,0 +1,54 @@
+// The model directory format of MODELS.md: metadata (model.json) plus one XGBoost booster per zone.
+// Model files are untrusted input: every field is checked and errors name the file and the field.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "model/zones.hpp"
+
+namespace kepler_estimate {
+
+/// A model file that cannot be used, with a message naming the file and the field at fault.
+class ModelError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+/// One booster: the zone it predicts and its file, inside the model directory. Plain value.
+struct ModelTarget {
+    ZoneKind zone = ZoneKind::package;
+    std::filesystem::path file;
+};
+
+/// Parsed, validated model.json. Plain value.
+struct ModelMetadata {
+    std::string name;
+    std::string version;
+    bool dynamic_output = false;            // "output": "dynamic" (power above idle)
+    std::vector<std::string> features;      // booster column order; names may be unknown here
+    std::vector<ModelTarget> targets;
+    std::map<ZoneKind, double> idle_w;      // optional "idle_w" per zone
+    std::string cpu_model;
+    uint32_t cpu_count = 0;
+};
+
+/// Where the metadata of a model spec path lives: `<dir>/model.json` for a directory, else the path.
+[[nodiscard]] std::filesystem::path metadata_path(const std::filesystem::path& spec_path);
+/// Reads and validates the metadata at `path` (targets resolved against its directory).
+[[nodiscard]] ModelMetadata load_model_metadata(const std::filesystem::path& path);
+/// Parses metadata text; `directory` resolves target files. Throws ModelError.
+[[nodiscard]] ModelMetadata parse_model_metadata(const std::string& text, const std::filesystem::path& directory,
+                                                 const std::string& origin);
+/// Size and modification time of the metadata and every booster it names; empty when the metadata
+/// is missing. A different fingerprint means "reload".
+[[nodiscard]] std::string model_fingerprint(const std::filesystem::path& spec_path);
+/// Reads a whole file of at most `limit` bytes. Throws ModelError.
+[[nodiscard]] std::string read_small_file(const std::filesystem::path& path, uintmax_t limit);
+
+}  // namespace kepler_estimate

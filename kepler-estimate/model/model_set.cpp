@@ -1,0 +1,195 @@
+#include "model/model_set.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "model/xgboost_model.hpp"
+
+namespace kepler_estimate {
+
+namespace fs = std::filesystem;
+
+/// State of one configured model. Not thread-safe (owned by ModelSet).
+struct ModelSet::Entry {
+    ModelSpec spec;
+    std::unique_ptr<NodeModel> model;          // null while waiting for a file
+    std::string fingerprint;                   // of the files the running model (or last failure) came from
+    std::string state;                         // why there is no model, or "" when there is one
+    ModelReport report;
+    std::map<ZoneKind, std::deque<double>> ape;  // recent absolute percentage errors
+    bool answered = false;                     // gave energy for the latest frame
+    std::optional<std::string> refused;        // for the latest frame's node
+};
+
+ModelSet::ModelSet(std::vector<ModelSpec> specs, std::optional<std::string> primary, ModelSetOptions options)
+    : specs_(with_builtin_models(std::move(specs))), primary_(std::move(primary)), options_(options) {
+    for (const ModelSpec& spec : specs_) {
+        auto entry = std::make_unique<Entry>();
+        entry->spec = spec;
+        entry->report.name = spec.name;
+        entry->report.kind = std::string(to_string(spec.kind));
+        if (spec.kind == ModelSpec::Kind::measured) entry->model = make_measured_model();
+        if (spec.kind == ModelSpec::Kind::curve) entry->model = make_curve_model(spec.name, spec.curve);
+        if (spec.kind == ModelSpec::Kind::xgboost) entry->state = fmt::format("waiting for {}", metadata_path(spec.path).string());
+        entry->report.reason = entry->state.empty() ? "no frame yet" : entry->state;
+        entries_.push_back(std::move(entry));
+    }
+    if (primary_ && std::none_of(specs_.begin(), specs_.end(), [&](const ModelSpec& s) { return s.name == *primary_; })) {
+        throw std::invalid_argument(fmt::format("--primary {} names no configured model", *primary_));
+    }
+}
+
+ModelSet::~ModelSet() = default;
+
+std::vector<std::string> ModelSet::refresh() {
+    std::vector<std::string> log;
+    for (auto& e : entries_) {
+        if (e->spec.kind != ModelSpec::Kind::xgboost) continue;
+        const std::string print = model_fingerprint(e->spec.path);
+        if (print.empty() || print == e->fingerprint) continue;  // still missing, or nothing changed
+        if (print.find(":missing;") != std::string::npos) {
+            // Metadata is there but a booster is not (yet): a model being copied in, not a bad one.
+            if (!e->model) e->state = e->report.reason = fmt::format("waiting for the boosters named in {}", metadata_path(e->spec.path).string());
+            continue;
+        }
+        e->fingerprint = print;
+        try {
+            auto fresh = std::make_unique<XgboostModel>(e->spec.name, e->spec.path, options_.xgboost_threads);
+            const bool reload = e->model != nullptr;
+            e->model = std::move(fresh);
+            e->state.clear();
+            e->report.reason = "loaded; no frame since";
+            ++e->report.loads;
+            log.push_back(fmt::format("model {}: {} {}", e->spec.name, reload ? "reloaded" : "loaded", e->spec.path.string()));
+        } catch (const ModelError& error) {
+            ++e->report.load_errors;
+            if (!e->model) e->state = e->report.reason = fmt::format("bad model file: {}", error.what());
+            log.push_back(fmt::format("model {}: rejected ({}){}", e->spec.name, error.what(),
+                                      e->model ? "; the previous version keeps running" : ""));
+        }
+    }
+    return log;
+}
+
+std::vector<fs::path> ModelSet::watched_paths() const {
+    std::vector<fs::path> out;
+    for (const ModelSpec& s : specs_) {
+        if (s.kind == ModelSpec::Kind::xgboost) out.push_back(s.path);
+    }
+    return out;
+}
+
+int ModelSet::rank(const Entry& e, const NodeFacts& node) const {
+    switch (e.spec.kind) {
+        case ModelSpec::Kind::measured: return 0;
+        case ModelSpec::Kind::xgboost: return 1 + static_cast<int>(e.model->cpu_match(node));
+        case ModelSpec::Kind::curve: return 10;
+    }
+    return 20;
+}
+
+void ModelSet::track_error(Entry& e, const NodeEnergy& measured, const NodeEnergy& predicted, double seconds) {
+    std::map<ZoneKind, uint64_t> meter;
+    for (const ZoneEnergy& z : measured.zones) meter[z.zone.kind] += z.total_uj;
+    std::map<ZoneKind, uint64_t> model;
+    for (const ZoneEnergy& z : predicted.zones) model[z.zone.kind] += z.total_uj;
+    for (const auto& [kind, uj] : model) {
+        auto it = meter.find(kind);
+        if (it == meter.end()) continue;
+        const double error_uj = std::fabs(static_cast<double>(uj) - static_cast<double>(it->second));
+        e.report.abs_error_w[kind] = error_uj / 1e6 / seconds;
+        if (it->second == 0) continue;  // no percentage error against 0 W
+        std::deque<double>& window = e.ape[kind];
+        window.push_back(error_uj / static_cast<double>(it->second));
+        while (window.size() > options_.mape_window) window.pop_front();
+        e.report.mape[kind] = std::accumulate(window.begin(), window.end(), 0.0) / static_cast<double>(window.size());
+    }
+}
+
+ModelSetResult ModelSet::estimate(const FrameInput& in) {
+    std::vector<std::optional<NodeEnergy>> answers(entries_.size());
+    std::optional<size_t> meter;
+    for (size_t i = 0; i < entries_.size(); ++i) {
+        Entry& e = *entries_[i];
+        e.answered = false;
+        e.refused.reset();
+        if (!e.model) continue;
+        e.refused = e.model->refusal(in.node);
+        if (e.refused) continue;
+        try {
+            answers[i] = e.model->estimate(in);
+        } catch (const std::exception& error) {
+            ++e.report.estimate_errors;
+            e.state = fmt::format("prediction failed: {}", error.what());
+            continue;
+        }
+        if (!answers[i]) continue;
+        e.answered = true;
+        e.state.clear();
+        e.report.watts.clear();
+        for (const ZoneEnergy& z : answers[i]->zones) {
+            e.report.energy_uj[z.zone.kind] += z.total_uj;
+            e.report.watts[z.zone.kind] += static_cast<double>(z.total_uj) / 1e6 / in.features.interval_s;
+        }
+        if (e.spec.kind == ModelSpec::Kind::measured && !meter) meter = i;
+    }
+    if (meter) {
+        for (size_t i = 0; i < entries_.size(); ++i) {
+            if (i != *meter && answers[i]) track_error(*entries_[i], *answers[*meter], *answers[i], in.features.interval_s);
+        }
+    }
+
+    std::optional<size_t> chosen;
+    std::string why;
+    std::string primary_note;
+    for (size_t i = 0; i < entries_.size(); ++i) {
+        if (primary_ && entries_[i]->spec.name == *primary_) {
+            if (answers[i]) {
+                chosen = i;
+                why = "primary (--primary)";
+            } else {
+                primary_note = fmt::format("; primary {} gave no answer", *primary_);
+            }
+        }
+    }
+    if (!chosen) {
+        for (size_t i = 0; i < entries_.size(); ++i) {
+            if (answers[i] && (!chosen || rank(*entries_[i], in.node) < rank(*entries_[*chosen], in.node))) chosen = i;
+        }
+        if (chosen) {
+            const Entry& c = *entries_[*chosen];
+            if (c.spec.kind == ModelSpec::Kind::measured) why = "measured power";
+            else if (c.spec.kind == ModelSpec::Kind::xgboost) why = fmt::format("no meter; best model for this cpu ({})", to_string(c.model->cpu_match(in.node)));
+            else why = "fallback: no meter and no eligible trained model";
+            why += primary_note;
+        }
+    }
+
+    for (size_t i = 0; i < entries_.size(); ++i) {
+        Entry& e = *entries_[i];
+        e.report.selected = chosen == i;
+        if (chosen == i) e.report.reason = why;
+        else if (!e.state.empty()) e.report.reason = e.state;
+        else if (e.refused) e.report.reason = "refused: " + *e.refused;
+        else if (!answers[i]) e.report.reason = e.spec.kind == ModelSpec::Kind::measured ? "no valid meter reading in the frame" : "needed features missing from the frame";
+        else e.report.reason = fmt::format("standby: {} is preferred", chosen ? entries_[*chosen]->spec.name : "none");
+    }
+
+    ModelSetResult result;
+    if (chosen) {
+        result.primary = std::move(answers[*chosen]);
+        result.primary_name = entries_[*chosen]->spec.name;
+    }
+    return result;
+}
+
+std::vector<ModelReport> ModelSet::reports() const {
+    std::vector<ModelReport> out;
+    for (const auto& e : entries_) out.push_back(e->report);
+    return out;
+}
+
+}  // namespace kepler_estimate

@@ -1,0 +1,72 @@
+// Several node models on the same frames (A/B): choice of the primary, refusal reasons, reloads of
+// model files, and each model's error against the meter.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/model_spec.hpp"
+#include "model/node_model.hpp"
+
+namespace kepler_estimate {
+
+/// What one model did, for export and logs. Plain value.
+struct ModelReport {
+    std::string name;
+    std::string kind;
+    bool selected = false;
+    std::string reason;                          // why (not) selected
+    uint64_t load_errors = 0;                    // bad files rejected
+    uint64_t loads = 0;                          // files loaded (first load and reloads)
+    uint64_t estimate_errors = 0;                // predictions that threw
+    std::map<ZoneKind, uint64_t> energy_uj;      // node energy this model predicted, summed over frames
+    std::map<ZoneKind, double> watts;            // last interval
+    std::map<ZoneKind, double> abs_error_w;      // last interval, where the meter read that zone
+    std::map<ZoneKind, double> mape;             // rolling mean absolute percentage error, as a ratio
+};
+
+/// The answer of every model for one frame and which one is primary. Plain value.
+struct ModelSetResult {
+    std::optional<NodeEnergy> primary;
+    std::string primary_name;
+};
+
+struct ModelSetOptions {
+    int xgboost_threads = 1;
+    size_t mape_window = 60;  // frames in the rolling MAPE
+};
+
+/// Owns the configured models. Not thread-safe: the pipeline thread calls it; the exporter reads
+/// reports() under the pipeline's lock.
+class ModelSet {
+public:
+    ModelSet(std::vector<ModelSpec> specs, std::optional<std::string> primary, ModelSetOptions options);
+    ~ModelSet();
+
+    /// Loads model files that appeared or changed; keeps the running model when a new file is bad.
+    /// Returns messages worth logging (loads and rejections).
+    std::vector<std::string> refresh();
+    /// Runs every model on the frame, tracks errors against the meter, and picks the primary.
+    ModelSetResult estimate(const FrameInput& input);
+    [[nodiscard]] std::vector<ModelReport> reports() const;
+    [[nodiscard]] const std::vector<ModelSpec>& specs() const noexcept { return specs_; }
+    /// Model file directories to watch (xgboost specs).
+    [[nodiscard]] std::vector<std::filesystem::path> watched_paths() const;
+
+private:
+    struct Entry;
+    void track_error(Entry& entry, const NodeEnergy& measured, const NodeEnergy& predicted, double seconds);
+    int rank(const Entry& entry, const NodeFacts& node) const;
+
+    std::vector<ModelSpec> specs_;
+    std::optional<std::string> primary_;
+    ModelSetOptions options_;
+    std::vector<std::unique_ptr<Entry>> entries_;  // parallel to specs_
+};
+
+}  // namespace kepler_estimate

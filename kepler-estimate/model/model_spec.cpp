@@ -1,0 +1,94 @@
+#include "model/model_spec.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <stdexcept>
+
+namespace kepler_estimate {
+
+namespace {
+
+bool valid_name(std::string_view name) {
+    if (name.empty() || name.size() > 64) return false;
+    return std::all_of(name.begin(), name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
+    });
+}
+
+double parse_watts(std::string_view key, std::string_view value) {
+    double out = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), out);
+    if (ec != std::errc() || end != value.data() + value.size() || !std::isfinite(out) || out < 0 || out > 1e4) {
+        throw std::invalid_argument(fmt::format("curve parameter {}=\"{}\" is not a number of watts in [0, 10000]", key, value));
+    }
+    return out;
+}
+
+CurveParams parse_curve(std::string_view args) {
+    CurveParams p;
+    while (!args.empty()) {
+        const size_t comma = args.find(',');
+        const std::string_view item = args.substr(0, comma);
+        args = comma == std::string_view::npos ? std::string_view() : args.substr(comma + 1);
+        const size_t eq = item.find('=');
+        if (eq == std::string_view::npos) throw std::invalid_argument(fmt::format("curve parameter \"{}\" is not KEY=VALUE", item));
+        const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
+        if (key == "idle_w") p.idle_w = parse_watts(key, value);
+        else if (key == "max_w") p.max_w = parse_watts(key, value);
+        else throw std::invalid_argument(fmt::format("unknown curve parameter \"{}\" (idle_w, max_w)", key));
+    }
+    if (p.max_w < p.idle_w) throw std::invalid_argument(fmt::format("curve max_w {} is below idle_w {}", p.max_w, p.idle_w));
+    return p;
+}
+
+}  // namespace
+
+std::string_view to_string(ModelSpec::Kind kind) noexcept {
+    switch (kind) {
+        case ModelSpec::Kind::measured: return "measured";
+        case ModelSpec::Kind::curve: return "curve";
+        case ModelSpec::Kind::xgboost: return "xgboost";
+    }
+    return "?";
+}
+
+ModelSpec parse_model_spec(std::string_view text) {
+    const size_t eq = text.find('=');
+    if (eq == std::string_view::npos) throw std::invalid_argument(fmt::format("model \"{}\" is not NAME=SPEC", text));
+    ModelSpec spec;
+    spec.name = std::string(text.substr(0, eq));
+    if (!valid_name(spec.name)) {
+        throw std::invalid_argument(fmt::format("model name \"{}\" must be 1-64 of [A-Za-z0-9_.-]", spec.name));
+    }
+    const std::string_view body = text.substr(eq + 1);
+    const size_t colon = body.find(':');
+    const std::string_view kind = body.substr(0, colon);
+    const std::string_view args = colon == std::string_view::npos ? std::string_view() : body.substr(colon + 1);
+    if (kind == "measured" && colon == std::string_view::npos) {
+        spec.kind = ModelSpec::Kind::measured;
+    } else if (kind == "curve") {
+        spec.kind = ModelSpec::Kind::curve;
+        spec.curve = parse_curve(args);
+    } else if (kind == "xgboost" && !args.empty()) {
+        spec.kind = ModelSpec::Kind::xgboost;
+        spec.path = std::filesystem::path(std::string(args));
+    } else {
+        throw std::invalid_argument(fmt::format(
+            "model spec \"{}\" is not one of measured, curve[:idle_w=W,max_w=W], xgboost:PATH", body));
+    }
+    return spec;
+}
+
+std::vector<ModelSpec> with_builtin_models(std::vector<ModelSpec> specs) {
+    auto has = [&](ModelSpec::Kind kind, std::string_view name) {
+        return std::any_of(specs.begin(), specs.end(), [&](const ModelSpec& s) { return s.kind == kind || s.name == name; });
+    };
+    if (!has(ModelSpec::Kind::measured, "measured")) specs.insert(specs.begin(), ModelSpec{"measured", ModelSpec::Kind::measured, {}, {}});
+    if (!has(ModelSpec::Kind::curve, "curve")) specs.push_back(ModelSpec{"curve", ModelSpec::Kind::curve, {}, {}});
+    return specs;
+}
+
+}  // namespace kepler_estimate

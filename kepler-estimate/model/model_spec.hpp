@@ -1,0 +1,30 @@
+// `--model NAME=SPEC` values: which node models to run side by side.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/node_model.hpp"
+
+namespace kepler_estimate {
+
+/// One configured model. Plain value.
+struct ModelSpec {
+    enum class Kind { measured, curve, xgboost };
+    std::string name;
+    Kind kind = Kind::curve;
+    CurveParams curve;               // Kind::curve
+    std::filesystem::path path;      // Kind::xgboost: model directory or metadata file
+};
+
+/// Parses `NAME=SPEC` with SPEC one of `measured`, `curve[:idle_w=W,max_w=W]`, `xgboost:PATH`.
+/// Throws std::invalid_argument with a message that quotes the bad part.
+[[nodiscard]] ModelSpec parse_model_spec(std::string_view text);
+[[nodiscard]] std::string_view to_string(ModelSpec::Kind kind) noexcept;
+/// The configured specs plus the built-ins every node needs: `measured` and `curve` (so a VM always
+/// gets an answer) unless a model of that kind is configured already.
+[[nodiscard]] std::vector<ModelSpec> with_builtin_models(std::vector<ModelSpec> specs);
+
+}  // namespace kepler_estimate

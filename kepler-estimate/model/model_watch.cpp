@@ -1,0 +1,151 @@
+#include "model/model_watch.hpp"
+
+#include <curl/curl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <stdexcept>
+
+#include "model/model_metadata.hpp"
+
+namespace kepler_estimate {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr size_t kMaxDownloadBytes = 256u << 20;
+
+size_t append_body(char* data, size_t size, size_t count, void* user) {
+    auto* body = static_cast<std::string*>(user);
+    const size_t n = size * count;
+    if (body->size() + n > kMaxDownloadBytes) return 0;  // makes curl fail with a write error
+    body->append(data, n);
+    return n;
+}
+
+std::string http_get(const std::string& url) {
+    CURL* curl = curl_easy_init();
+    if (curl == nullptr) throw std::runtime_error("curl_easy_init failed");
+    std::string body;
+    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, append_body);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+    curl_easy_setopt(curl, CURLOPT_FAILONERROR, 1L);
+    curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 3L);
+    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 5L);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 60L);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    const CURLcode rc = curl_easy_perform(curl);
+    curl_easy_cleanup(curl);
+    if (rc != CURLE_OK) throw std::runtime_error(fmt::format("GET {}: {}", url, curl_easy_strerror(rc)));
+    return body;
+}
+
+void write_atomically(const fs::path& path, const std::string& bytes) {
+    const fs::path temporary = path.string() + ".part";
+    {
+        std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+        out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+        if (!out) throw std::runtime_error(fmt::format("cannot write {}", temporary.string()));
+    }
+    fs::rename(temporary, path);
+}
+
+}  // namespace
+
+void fetch_model(const std::string& url, const std::string& name, const fs::path& directory) {
+    const std::string base = url.ends_with('/') ? url + name : url + "/" + name;
+    const std::string metadata = http_get(base + "/model.json");
+    // Validate before writing anything: a bad answer must not replace a good model.
+    const ModelMetadata meta = parse_model_metadata(metadata, directory, base + "/model.json");
+    fs::create_directories(directory);
+    for (const ModelTarget& target : meta.targets) {
+        write_atomically(target.file, http_get(base + "/" + target.file.lexically_relative(directory).string()));
+    }
+    write_atomically(directory / "model.json", metadata);
+}
+
+ModelWatcher::ModelWatcher(std::vector<fs::path> paths, Options options) : paths_(std::move(paths)), options_(std::move(options)) {
+    if (paths_.empty()) return;
+    inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    thread_ = std::thread([this] { run(); });
+}
+
+ModelWatcher::~ModelWatcher() {
+    stop_.store(true, std::memory_order_relaxed);
+    if (thread_.joinable()) thread_.join();
+    if (inotify_fd_ >= 0) close(inotify_fd_);
+}
+
+void ModelWatcher::add_watches() {
+    if (inotify_fd_ < 0) return;
+    constexpr uint32_t kEvents = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_ATTRIB;
+    for (const fs::path& path : paths_) {
+        const fs::path meta = metadata_path(path);
+        // The model directory, and every existing ancestor up to the first one that exists, so that
+        // creating the directory itself is seen too. Re-adding an existing watch is harmless.
+        for (fs::path dir = meta.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+            if (inotify_add_watch(inotify_fd_, dir.c_str(), kEvents) >= 0) break;
+            if (dir == dir.root_path()) break;
+        }
+        inotify_add_watch(inotify_fd_, meta.parent_path().c_str(), kEvents);
+    }
+}
+
+void ModelWatcher::fetch_missing() {
+    for (const fs::path& path : paths_) {
+        const fs::path meta = metadata_path(path);
+        std::error_code ec;
+        if (fs::exists(meta, ec)) continue;
+        const fs::path directory = meta.parent_path();
+        try {
+            fetch_model(options_.model_server, directory.filename().string(), directory);
+            fmt::print(stderr, "kepler-estimate: fetched model {} from {}\n", directory.string(), options_.model_server);
+        } catch (const std::exception& e) {
+            fetch_errors_.fetch_add(1, std::memory_order_relaxed);
+            fmt::print(stderr, "kepler-estimate: cannot fetch model {}: {}\n", directory.filename().string(), e.what());
+        }
+    }
+}
+
+void ModelWatcher::run() {
+    Clock::time_point last_event{};
+    bool pending = false;
+    Clock::time_point next_poll = Clock::now() + options_.poll_every;
+    Clock::time_point next_fetch = Clock::now();
+    add_watches();
+    alignas(inotify_event) char buffer[16 * 1024];
+    while (!stop_.load(std::memory_order_relaxed)) {
+        pollfd p{inotify_fd_, POLLIN, 0};
+        const int ready = inotify_fd_ >= 0 ? poll(&p, 1, 100) : (usleep(100'000), 0);
+        if (ready > 0) {
+            while (read(inotify_fd_, buffer, sizeof buffer) > 0) {
+            }
+            pending = true;
+            last_event = Clock::now();
+            add_watches();  // a directory may have been created
+        }
+        const Clock::time_point now = Clock::now();
+        if (pending && now - last_event >= options_.settle) {
+            pending = false;
+            changed_.store(true, std::memory_order_release);
+        }
+        if (now >= next_poll) {
+            next_poll = now + options_.poll_every;
+            add_watches();
+            changed_.store(true, std::memory_order_release);
+        }
+        if (!options_.model_server.empty() && now >= next_fetch) {
+            next_fetch = now + options_.fetch_every;
+            fetch_missing();
+        }
+    }
+}
+
+}  // namespace kepler_estimate

@@ -1,0 +1,78 @@
+// Step 1 of the estimator: node energy per zone for one interval, from a meter or from a model.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "keplershm/keplershm.hpp"
+#include "model/features.hpp"
+#include "model/zones.hpp"
+
+namespace kepler_estimate {
+
+/// What a model needs to know about the node to accept it. Plain value.
+struct NodeFacts {
+    std::string cpu_model;
+    uint32_t cpu_count = 0;
+    uint64_t metric_mask = 0;  // metrics the node produces (segment header)
+    bool has_meter = false;    // the segment declares energy zones
+};
+[[nodiscard]] NodeFacts node_facts(const keplershm_header& segment);
+
+/// Energy of one zone over the interval, integer microjoules so that attribution can conserve it
+/// exactly; idle_uj <= total_uj. Plain value.
+struct ZoneEnergy {
+    ZoneKey zone;
+    uint64_t total_uj = 0;
+    uint64_t idle_uj = 0;
+};
+
+/// A node model's answer for one interval. Plain value.
+struct NodeEnergy {
+    std::vector<ZoneEnergy> zones;
+    std::string source;  // the `source` label: the meter ("rapl", "hwmon", "acpi") or the model name
+};
+
+/// Everything a model may look at for one frame. The references outlive the call only.
+struct FrameInput {
+    const keplershm::FrameView& frame;
+    const NodeFeatures& features;
+    const NodeFacts& node;
+};
+
+/// How well a model's training CPU matches this node (MODELS.md: exact, then vendor, then any).
+enum class CpuMatch { exact = 0, vendor = 1, any = 2 };
+[[nodiscard]] std::string_view to_string(CpuMatch match) noexcept;
+[[nodiscard]] CpuMatch match_cpu(std::string_view trained_on, std::string_view node_cpu);
+
+/// A source of node energy. Not thread-safe: one pipeline thread calls it.
+class NodeModel {
+public:
+    virtual ~NodeModel() = default;
+    /// "measured", "curve" or "xgboost".
+    [[nodiscard]] virtual std::string_view kind() const noexcept = 0;
+    /// Why the model cannot serve this node (e.g. it needs a metric the node lacks), or nullopt.
+    [[nodiscard]] virtual std::optional<std::string> refusal(const NodeFacts& node) const = 0;
+    [[nodiscard]] virtual CpuMatch cpu_match(const NodeFacts&) const { return CpuMatch::any; }
+    /// Energy per zone for the frame's interval, or nullopt when this frame gives the model nothing
+    /// to work with (no valid meter reading, a needed feature missing). Throws on internal failure.
+    [[nodiscard]] virtual std::optional<NodeEnergy> estimate(const FrameInput& input) = 0;
+};
+
+/// Watts over `seconds` to microjoules (negative and non-finite watts count as 0, MODELS.md).
+[[nodiscard]] uint64_t watts_to_uj(double watts, double seconds) noexcept;
+
+/// Built-in utilisation curve of MODELS.md; defaults are Cloud Carbon Footprint's AWS averages.
+struct CurveParams {
+    double idle_w = 0.74;  // per vCPU
+    double max_w = 3.5;    // per vCPU
+};
+[[nodiscard]] std::unique_ptr<NodeModel> make_curve_model(std::string name, CurveParams params);
+/// The node's own meter: energy_delta_uj of the frame's valid zones; idle = lowest power seen so far.
+[[nodiscard]] std::unique_ptr<NodeModel> make_measured_model();
+
+}  // namespace kepler_estimate

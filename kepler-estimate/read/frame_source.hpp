@@ -1,0 +1,45 @@
+// Where frames come from: a live segment (waited for until it appears, followed across collector
+// restarts) or a recording file (read as fast as possible).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "keplershm/keplershm.hpp"
+
+namespace kepler_estimate {
+
+/// Owns one keplershm::Reader. Not thread-safe: one pipeline thread reads from it.
+class FrameSource {
+public:
+    enum class Result { frame, idle, end };
+
+    /// A live segment by name; the segment may not exist yet.
+    static FrameSource live(std::string name);
+    /// A recording; throws keplershm::Error when it cannot be opened.
+    static FrameSource replay(const std::string& path);
+
+    /// The next frame (a private copy, valid until the next call), or idle after `timeout` with
+    /// nothing new, or end when a recording is over. Frames lost since the previous call are in
+    /// view.missed(). Broken frames are logged, counted in errors() and skipped.
+    Result next(keplershm::FrameView& view, std::chrono::milliseconds timeout);
+
+    [[nodiscard]] bool is_recording() const noexcept { return recording_; }
+    [[nodiscard]] uint64_t errors() const noexcept { return errors_; }
+    [[nodiscard]] uint64_t reattaches();
+    /// Frames in a recording (0 for live sources).
+    [[nodiscard]] uint64_t recording_frames();
+
+private:
+    FrameSource(std::string name, bool recording) : name_(std::move(name)), recording_(recording) {}
+
+    std::string name_;
+    bool recording_ = false;
+    std::optional<keplershm::Reader> reader_;
+    bool said_waiting_ = false;
+    uint64_t errors_ = 0;
+};
+
+}  // namespace kepler_estimate
