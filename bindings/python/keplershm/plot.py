@@ -104,6 +104,7 @@ def plot_estimates(rows, out, top=8):
     if not panels:
         raise InputError("no node, container, pod, vm or process rows to plot")
     fig, axes = plt.subplots(len(panels), 1, figsize=(13, 3.8 * len(panels)), squeeze=False)
+    drawn = []
     for ax, (level, title) in zip(axes[:, 0], panels):
         if level == "node":
             for model, (t, w) in sorted(series(node, lambda r: r["model"]).items()):
@@ -117,6 +118,7 @@ def plot_estimates(rows, out, top=8):
             if total > len(shown):
                 title += ", %d of %d shown" % (len(shown), total)
         ax.set_title(title)
+        drawn.append(title)
         ax.set_xlabel("s since first interval")
         ax.set_ylabel("W (all zones)")
         if ax.get_legend_handles_labels()[0]:
@@ -124,7 +126,7 @@ def plot_estimates(rows, out, top=8):
     fig.tight_layout()
     fig.savefig(out, dpi=90)
     plt.close(fig)
-    return [t for _, t in panels]
+    return drawn
 
 
 def main(args):
