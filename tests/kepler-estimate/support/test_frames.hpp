@@ -1,0 +1,96 @@
+// A small test writer: frames described as plain structs, published through keplershm::Writer, so
+// the estimator is tested on the same bytes a collector produces.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "keplershm/keplershm.hpp"
+
+namespace estimate_test {
+
+struct TestProcess {
+    uint32_t pid = 0;
+    uint64_t start_time_ticks = 0;
+    uint64_t cpu_time_ns = 0;
+    uint32_t workload = KEPLERSHM_NO_WORKLOAD;
+    std::string comm = "proc";
+    std::optional<uint64_t> cache_misses;  // set: CACHE_MISSES_VALID
+    std::optional<uint64_t> cycles;        // set: CYCLES_VALID
+    uint32_t extra_flags = 0;
+};
+
+struct TestWorkload {
+    uint32_t kind = KEPLERSHM_WORKLOAD_POD;
+    std::string container_id, container_name, pod_uid, pod_name, pod_namespace, vm_id, vm_name;
+    uint64_t cgroup_id = 0;
+};
+
+struct TestZone {
+    uint32_t zone_index = 0;
+    uint64_t delta_uj = 0;
+    bool valid = true;
+};
+
+struct TestFrame {
+    uint64_t start_ns = 0;
+    uint64_t end_ns = 0;
+    std::vector<TestProcess> processes;
+    std::vector<TestWorkload> workloads;
+    std::vector<TestZone> zones;
+    uint64_t unaccounted_cpu_ns = 0;
+    std::vector<uint64_t> cpu_busy_ns;  // per CPU (user time)
+    std::vector<uint64_t> cpu_idle_ns;
+};
+
+/// Metrics a typical procfs collector publishes.
+inline constexpr uint64_t kProcfsMetrics = KEPLERSHM_METRIC_CPU_TIME | KEPLERSHM_METRIC_NODE_CPU;
+
+/// Options for a node: `zones` empty means no meter (a VM).
+keplershm::WriterOptions node_options(uint32_t cpu_count, uint64_t metric_mask, std::vector<keplershm_zone_info> zones = {},
+                                      std::string cpu_model = "Test CPU @ 1.00GHz");
+keplershm_zone_info zone_info(const std::string& name, uint32_t kind, uint32_t socket);
+
+/// A segment name no other test or test run uses.
+std::string unique_segment_name(const std::string& stem);
+
+/// Publishes TestFrames. Not thread-safe.
+class TestWriter {
+public:
+    TestWriter(const std::string& name, const keplershm::WriterOptions& options);
+    void write(const TestFrame& frame);
+    keplershm::Writer& writer() { return writer_; }
+
+private:
+    keplershm::Writer writer_;
+};
+
+/// Writes `frames` to a segment and records them into `path` (the recorder's own format).
+void record_frames(const std::filesystem::path& path, const keplershm::WriterOptions& options, const std::vector<TestFrame>& frames);
+
+/// Copies of frames read back from a segment through the reader (for pipeline tests in-process).
+/// Not thread-safe.
+class FrameBuffer {
+public:
+    /// Writes `frame` with `writer` and returns it as the reader sees it.
+    const keplershm::FrameView& roundtrip(TestWriter& writer, keplershm::Reader& reader, const TestFrame& frame);
+
+private:
+    keplershm::FrameView view_;
+};
+
+/// A temporary directory removed at destruction.
+class TempDir {
+public:
+    TempDir();
+    ~TempDir();
+    const std::filesystem::path& path() const { return path_; }
+
+private:
+    std::filesystem::path path_;
+};
+
+}  // namespace estimate_test
