@@ -89,3 +89,31 @@ def test_plot_ranks_containers_by_energy(tmp_path):
     assert [name for (_, name), _ in shown] == ["web-11", "web-10", "web-9"] and total == 12
     t, w = dict(shown)[("c11", "web-11")]
     assert w[0] == pytest.approx(synthetic.load_at(0) * 12)  # dynamic + idle summed
+
+
+def write_estimator_csv(path, model_name, bias):
+    """kepler-estimate's --csv form: joules per interval split into dynamic and idle, one model per file."""
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["sequence", "interval_start_ns", "interval_end_ns", "level", "id", "name", "namespace", "zone",
+                    "package", "dynamic_joules", "idle_joules", "model"])
+        for i in range(20):
+            start, end = i * 2 * 10**9, (i + 1) * 2 * 10**9  # 2 s intervals
+            watts = 30 + 10 * synthetic.load_at(i) + bias
+            for socket in ("0", "1"):
+                w.writerow([i + 1, start, end, "node", "vm1", "vm1", "", "package", socket, "%.6f" % (watts * 0.8),
+                            "%.6f" % (watts * 0.2), model_name])
+            w.writerow([i + 1, start, end, "pod", "uid-1", "web", "default", "package", "all", "1.000000",
+                        "1.000000", model_name])
+
+
+def test_plot_reads_kepler_estimate_csvs_of_several_models(tmp_path):
+    xgb, meter, png = str(tmp_path / "xgb.csv"), str(tmp_path / "meter.csv"), str(tmp_path / "p.png")
+    write_estimator_csv(xgb, "xgb", 2.0)
+    write_estimator_csv(meter, "rapl-node", 0.0)
+    rows = plot.read_estimates(xgb)
+    node = plot.series([r for r in rows if r["level"] == "node"], lambda r: r["model"])["xgb"][1]
+    assert node[0] == pytest.approx(30 + 10 * synthetic.load_at(0) + 2.0)  # 2 sockets × `watts` J / 2 s
+    result = run("plot", xgb, meter, "--measured", "rapl-node", "--out", png)
+    assert result.returncode == 0, result.stderr
+    assert is_png(png) and "vs measured" in result.stdout and "top pods (xgb)" in result.stdout

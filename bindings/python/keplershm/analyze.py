@@ -70,7 +70,7 @@ def plot(table, predictions, out):
     for (left, right), zone in zip(axes, zones):
         measured = table.targets.get(zone)
         if measured is not None:
-            left.plot(t, measured, color="black", linewidth=1.2, label="measured")
+            left.plot(t, measured, color="black", linewidth=1.6, label="measured", zorder=5)
         for name, p in predictions.items():
             if zone in p:
                 left.plot(t, p[zone], linewidth=0.9, label=name)

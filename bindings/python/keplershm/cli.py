@@ -37,8 +37,10 @@ def _parser():
     a.add_argument("--table", help="also write the per-model error table as CSV here")
     a.add_argument("--csv-cpu-time-unit", choices=("ms", "us"), default="ms")
 
-    g = sub.add_parser("plot", help="plot an estimates CSV written by kepler-estimate --replay")
-    g.add_argument("estimates", help="estimates CSV")
+    g = sub.add_parser("plot", help="plot estimates CSVs written by kepler-estimate --replay ... --csv")
+    g.add_argument("estimates", nargs="+", help="estimates CSV(s); one per replayed primary model")
+    g.add_argument("--measured", action="append",
+                   help="model name whose node rows are measured power (default: measured, rapl, hwmon, acpi, meter)")
     g.add_argument("--out", default="power.png", help="PNG to write (default power.png)")
     g.add_argument("--top", type=int, default=8, help="containers/processes to show (default 8)")
     return p

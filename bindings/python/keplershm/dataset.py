@@ -19,11 +19,12 @@ from .errors import InputError, KeplershmError, RecordingTruncated
 from .features import CSV_PREFIX, FEATURES, METRIC_NAMES, TARGET_ZONES, node_features, zone_power
 from .schema import np
 
-Table = namedtuple("Table", "source kind feature_names X targets time_s cpu_model cpu_count unavailable notes")
+Table = namedtuple("Table", "source kind feature_names X targets time_s sequence cpu_model cpu_count unavailable notes")
 Table.__doc__ = """Rows of one source.
 
 X: float64 array rows × features (NaN = unavailable); targets: zone → float64 array of watts (NaN where
-not measured); time_s: interval end in seconds (for ordering and plots); unavailable: feature → reason;
+not measured); time_s: interval end in seconds (for ordering and plots); sequence: frame numbers (CSV:
+row numbers from 1); unavailable: feature → reason;
 notes: human-readable remarks about how the source was read."""
 
 # Kepler model-db CSV column → (MODELS.md feature, factor turning the per-interval value into the
@@ -63,7 +64,7 @@ def load(path, csv_cpu_time_unit="ms"):
 def load_recording(path):
     """Features and measured zone power of every frame of a recording."""
     from .reader import Reader
-    rows, times, targets = [], [], []
+    rows, times, targets, sequences = [], [], [], []
     notes = []
     try:
         with Reader.open_recording(path, sections=("processes", "zones", "cpus", "unaccounted")) as reader:
@@ -71,6 +72,7 @@ def load_recording(path):
             for frame in reader.frames(allow_truncated=False):
                 rows.append(list(node_features(frame).values()))
                 times.append(frame.interval_end_ns / 1e9)
+                sequences.append(frame.sequence)
                 targets.append(zone_power(frame))
     except RecordingTruncated as e:
         notes.append(str(e))
@@ -93,8 +95,8 @@ def load_recording(path):
         column = np.array([t.get(zone, math.nan) for t in targets], dtype=np.float64)
         if not np.isnan(column).all():
             zone_arrays[zone] = column
-    return Table(path, "recording", list(FEATURES), X, zone_arrays, np.array(times), info.cpu_model, info.cpu_count,
-                 unavailable, notes)
+    return Table(path, "recording", list(FEATURES), X, zone_arrays, np.array(times), np.array(sequences),
+                 info.cpu_model, info.cpu_count, unavailable, notes)
 
 
 def _number(text, path, row, column):
@@ -172,4 +174,5 @@ def load_kepler_csv(path, cpu_time_unit="ms"):
         raise InputError("%s: no feature columns besides timestamp and power" % path)
     if "bpf_cpu_time_us" in col:
         notes.append("bpf_cpu_time_us read as %s of CPU time per interval" % cpu_time_unit)
-    return Table(path, "kepler-csv", names, np.stack(columns, axis=1), targets, times, "", 0, {}, notes)
+    return Table(path, "kepler-csv", names, np.stack(columns, axis=1), targets, times, np.arange(1, len(times) + 1),
+                 "", 0, {}, notes)
