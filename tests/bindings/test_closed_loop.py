@@ -2,7 +2,9 @@
 estimator's node predictions equal the ones Python computes from the same recording and model.
 
 Needs build/bin/kepler-collect and kepler-estimate (CTest passes their paths as KEPLER_COLLECT and
-KEPLER_ESTIMATE when the targets exist); without them it skips and says why.
+KEPLER_ESTIMATE when the targets exist); without them it skips and says why. The second half of the
+loop (train → estimator agrees with Python) also runs on a synthetic recording, needing only the
+estimator.
 """
 import csv
 import math
@@ -77,6 +79,41 @@ def busy(stop):
         time.sleep(0.05)
 
 
+def assert_estimator_agrees(estimate, rec, tmp_path):
+    """Train on `rec`, replay it through kepler-estimate, and compare node package watts per frame."""
+    model_dir = str(tmp_path / "loop-xgb")
+    trained = subprocess.run([PYTHON, "-m", "keplershm", "train", rec, "--out", model_dir, "--rounds", "30"],
+                             capture_output=True, text=True, timeout=300)
+    assert trained.returncode == 0, trained.stderr
+
+    out_csv = str(tmp_path / "estimates.csv")
+    replay = subprocess.run([estimate, "--replay", rec, "--model", "loop=xgboost:" + model_dir, "--primary", "loop",
+                             "--csv", out_csv, "--quiet"], capture_output=True, text=True, timeout=300)
+    assert replay.returncode == 0, replay.stderr
+
+    table = dataset.load(rec)
+    python_watts = model.load_model(model_dir).predict(table)["package"]
+    ours = dict(zip(table.sequence.tolist(), python_watts.tolist()))
+    theirs = defaultdict(float)
+    seconds = {}
+    for r in csv.DictReader(open(out_csv)):
+        if r["level"] == "node" and r["zone"] == "package" and r["model"] == "loop":
+            seq = int(r["sequence"])
+            theirs[seq] += float(r["dynamic_joules"]) + float(r["idle_joules"])
+            seconds[seq] = (int(r["interval_end_ns"]) - int(r["interval_start_ns"])) / 1e9
+    common = sorted(set(theirs) & set(ours))
+    assert len(common) >= 0.8 * len(ours), "estimator answered %d of %d frames" % (len(common), len(ours))
+    for seq in common:
+        estimator_watts = theirs[seq] / seconds[seq]
+        # Joules are printed to the microjoule: allow that rounding on top of 1e-4 relative.
+        assert estimator_watts == pytest.approx(ours[seq], rel=1e-4, abs=2e-6 / seconds[seq]), seq
+    return len(common)
+
+
+def test_estimator_agrees_with_python_on_a_synthetic_recording(recording, tmp_path):
+    assert assert_estimator_agrees(tool("kepler-estimate"), recording, tmp_path) >= 192
+
+
 def test_estimator_predictions_equal_pythons(tmp_path, shm_name):
     collect, estimate = tool("kepler-collect"), tool("kepler-estimate")
     help_text = options_of(collect)
@@ -112,29 +149,4 @@ def test_estimator_predictions_equal_pythons(tmp_path, shm_name):
         stop_load.set()
     assert result.frames >= 12, "only %d frames recorded in 12 s" % result.frames
 
-    model_dir = str(tmp_path / "loop-xgb")
-    trained = subprocess.run([PYTHON, "-m", "keplershm", "train", rec, "--out", model_dir, "--rounds", "30"],
-                             capture_output=True, text=True, timeout=300)
-    assert trained.returncode == 0, trained.stderr
-
-    out_csv = str(tmp_path / "estimates.csv")
-    replay = subprocess.run([estimate, "--replay", rec, "--model", "loop=xgboost:" + model_dir, "--primary", "loop",
-                             "--csv", out_csv, "--quiet"], capture_output=True, text=True, timeout=300)
-    assert replay.returncode == 0, replay.stderr
-
-    table = dataset.load(rec)
-    python_watts = model.load_model(model_dir).predict(table)["package"]
-    ours = dict(zip(table.sequence.tolist(), python_watts.tolist()))
-    theirs = defaultdict(float)
-    seconds = {}
-    for r in csv.DictReader(open(out_csv)):
-        if r["level"] == "node" and r["zone"] == "package" and r["model"] == "loop":
-            seq = int(r["sequence"])
-            theirs[seq] += float(r["dynamic_joules"]) + float(r["idle_joules"])
-            seconds[seq] = (int(r["interval_end_ns"]) - int(r["interval_start_ns"])) / 1e9
-    common = sorted(set(theirs) & set(ours))
-    assert len(common) >= 0.8 * len(ours), "estimator answered %d of %d frames" % (len(common), len(ours))
-    for seq in common:
-        estimator_watts = theirs[seq] / seconds[seq]
-        # Joules are printed to the microjoule: allow that rounding on top of 1e-4 relative.
-        assert estimator_watts == pytest.approx(ours[seq], rel=1e-4, abs=2e-6 / seconds[seq]), seq
+    assert_estimator_agrees(estimate, rec, tmp_path)
