@@ -1,1 +1,180 @@
+// Node models without XGBoost: model specs, the built-in curve, measured power, choice and refusal,
+// and A/B export (Kepler names carry the primary only; kepler_model_* carries every model).
 #include <gtest/gtest.h>
+
+#include "app/estimator.hpp"
+#include "export/prometheus_export.hpp"
+#include "model/model_spec.hpp"
+#include "support/test_frames.hpp"
+
+using namespace kepler_estimate;
+using namespace estimate_test;
+
+namespace {
+
+constexpr uint64_t kSecond = 1'000'000'000ull;
+
+const ModelReport& report(const Estimator& e, const std::string& name) {
+    static std::vector<ModelReport> keep;
+    keep = e.models().reports();
+    for (const ModelReport& r : keep) {
+        if (r.name == name) return r;
+    }
+    throw std::runtime_error("no model " + name);
+}
+
+/// Value of the one series of `family` whose labels include all of `want`.
+double series(const std::vector<prometheus::MetricFamily>& families, const std::string& family,
+              const std::vector<std::pair<std::string, std::string>>& want, bool* found = nullptr) {
+    for (const auto& f : families) {
+        if (f.name != family) continue;
+        for (const auto& m : f.metric) {
+            bool all = true;
+            for (const auto& [k, v] : want) {
+                bool hit = false;
+                for (const auto& l : m.label) hit = hit || (l.name == k && l.value == v);
+                all = all && hit;
+            }
+            if (!all) continue;
+            if (found) *found = true;
+            return f.type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value;
+        }
+    }
+    if (found) *found = false;
+    return -1;
+}
+
+}  // namespace
+
+TEST(ModelSpec, ParsesTheThreeKinds) {
+    const ModelSpec m = parse_model_spec("meter=measured");
+    EXPECT_EQ(m.kind, ModelSpec::Kind::measured);
+    const ModelSpec c = parse_model_spec("c2=curve:idle_w=1.5,max_w=4");
+    EXPECT_EQ(c.kind, ModelSpec::Kind::curve);
+    EXPECT_DOUBLE_EQ(c.curve.idle_w, 1.5);
+    EXPECT_DOUBLE_EQ(c.curve.max_w, 4.0);
+    const ModelSpec d = parse_model_spec("plain=curve");
+    EXPECT_DOUBLE_EQ(d.curve.idle_w, 0.74);
+    EXPECT_DOUBLE_EQ(d.curve.max_w, 3.5);
+    const ModelSpec x = parse_model_spec("xgb=xgboost:/models/nx12");
+    EXPECT_EQ(x.kind, ModelSpec::Kind::xgboost);
+    EXPECT_EQ(x.path, "/models/nx12");
+}
+
+TEST(ModelSpec, RejectsBadSpecsWithTheBadPart) {
+    for (const char* bad : {"nonsense", "=curve", "a b=curve", "x=curve:idle_w=abc", "x=curve:max_w=1,idle_w=2",
+                            "x=curve:volts=3", "x=xgboost", "x=xgboost:", "x=linear", "x=measured:foo", "x=curve:idle_w=-1"}) {
+        EXPECT_THROW((void)parse_model_spec(bad), std::invalid_argument) << bad;
+    }
+    try {
+        (void)parse_model_spec("x=curve:idle_w=abc");
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("abc"), std::string::npos);
+    }
+}
+
+TEST(ModelSpec, BuiltinsAreAddedOnlyWhenMissing) {
+    auto specs = with_builtin_models({});
+    ASSERT_EQ(specs.size(), 2u);
+    EXPECT_EQ(specs[0].name, "measured");
+    EXPECT_EQ(specs[1].name, "curve");
+    specs = with_builtin_models({parse_model_spec("mine=curve:idle_w=1"), parse_model_spec("m=measured")});
+    EXPECT_EQ(specs.size(), 2u);
+}
+
+TEST(Curve, FollowsTheDocumentedFormula) {
+    Feed feed(node_options(4, kProcfsMetrics));
+    EstimatorOptions options;
+    Estimator est(options);
+    // 4 vCPUs, 2 CPU-seconds busy in 1 s: u = 0.5 -> 4 x (0.74 + 2.76 x 0.5) = 8.48 W, idle 2.96 W.
+    ASSERT_TRUE(est.process(feed.frame(simple_frame(kSecond, kSecond, {1'500'000'000, 500'000'000}))));
+    const ZoneShares& z = est.last_attribution().zones.at(0);
+    EXPECT_EQ(z.node.zone.kind, ZoneKind::package);
+    EXPECT_EQ(z.node.total_uj, 8'480'000u);
+    EXPECT_EQ(z.node.idle_uj, 2'960'000u);
+    // Busier than the machine (clamped at u = 1) over 2 s: 4 x 3.5 x 2 = 28 J.
+    ASSERT_TRUE(est.process(feed.frame(simple_frame(2 * kSecond, 2 * kSecond, {9 * kSecond}))));
+    EXPECT_EQ(est.last_attribution().zones.at(0).node.total_uj, 28'000'000u);
+    // Idle machine: idle power only.
+    ASSERT_TRUE(est.process(feed.frame(simple_frame(4 * kSecond, kSecond, {}))));
+    EXPECT_EQ(est.last_attribution().zones.at(0).node.total_uj, 2'960'000u);
+}
+
+TEST(Curve, UsesProcessCpuTimeWhenNodeCpuIsMissing) {
+    Feed feed(node_options(2, KEPLERSHM_METRIC_CPU_TIME));
+    EstimatorOptions options;
+    options.models = {parse_model_spec("c=curve:idle_w=1,max_w=3")};
+    Estimator est(options);
+    TestFrame f = simple_frame(kSecond, kSecond, {500'000'000}, {}, 2);
+    f.unaccounted_cpu_ns = 500'000'000;  // u = 1 s / 1 s / 2 CPUs = 0.5 -> 2 x (1 + 2 x 0.5) = 4 W
+    ASSERT_TRUE(est.process(feed.frame(f)));
+    EXPECT_EQ(est.last_attribution().zones.at(0).node.total_uj, 4'000'000u);
+}
+
+TEST(ModelChoice, MeteredNodeUsesTheMeterAndVmUsesTheCurve) {
+    Feed metered(node_options(4, kProcfsMetrics, {zone_info("package-0", KEPLERSHM_ZONE_PACKAGE, 0)}));
+    Estimator a(EstimatorOptions{});
+    ASSERT_TRUE(a.process(metered.frame(simple_frame(kSecond, kSecond, {kSecond}, {20'000'000}))));
+    EXPECT_EQ(a.primary_model(), "measured");
+    EXPECT_TRUE(report(a, "measured").selected);
+    EXPECT_EQ(report(a, "measured").reason, "measured power");
+    EXPECT_FALSE(report(a, "curve").selected);
+    EXPECT_EQ(report(a, "curve").reason, "standby: measured is preferred");
+
+    Feed vm(node_options(4, kProcfsMetrics));
+    Estimator b(EstimatorOptions{});
+    ASSERT_TRUE(b.process(vm.frame(simple_frame(kSecond, kSecond, {kSecond}))));
+    EXPECT_EQ(b.primary_model(), "curve");
+    EXPECT_EQ(report(b, "curve").reason, "fallback: no meter and no eligible trained model");
+    EXPECT_EQ(report(b, "measured").reason, "refused: node has no power meter");
+}
+
+TEST(ModelChoice, MeteredFrameWithoutValidReadingFallsBack) {
+    Feed metered(node_options(4, kProcfsMetrics, {zone_info("package-0", KEPLERSHM_ZONE_PACKAGE, 0)}));
+    Estimator est(EstimatorOptions{});
+    TestFrame f = simple_frame(kSecond, kSecond, {kSecond}, {20'000'000});
+    f.zones[0].valid = false;
+    ASSERT_TRUE(est.process(metered.frame(f)));
+    EXPECT_EQ(est.primary_model(), "curve");
+    EXPECT_EQ(report(est, "measured").reason, "no valid meter reading in the frame");
+}
+
+TEST(ModelChoice, UnknownPrimaryIsAnError) {
+    EstimatorOptions options;
+    options.primary = "nope";
+    EXPECT_THROW(Estimator{options}, std::invalid_argument);
+}
+
+TEST(AbTest, KeplerNamesCarryOnlyThePrimaryAndEveryModelHasItsErrors) {
+    Feed metered(node_options(4, kProcfsMetrics, {zone_info("package-0", KEPLERSHM_ZONE_PACKAGE, 0)}));
+    EstimatorOptions options;
+    options.models = {parse_model_spec("small=curve:idle_w=1,max_w=2"), parse_model_spec("meter=measured")};
+    options.primary = "small";
+    Estimator est(options);
+    // 4 CPUs fully idle: small says 4 W; meter says 5 W -> error 1 W, 20 %.
+    ASSERT_TRUE(est.process(metered.frame(simple_frame(kSecond, kSecond, {}, {5'000'000}))));
+    // 4 CPUs, 2 s busy: small says 4 x 1.5 = 6 W; meter says 12 W -> error 6 W, 50 %.
+    ASSERT_TRUE(est.process(metered.frame(simple_frame(2 * kSecond, kSecond, {2 * kSecond}, {12'000'000}))));
+    EXPECT_EQ(est.primary_model(), "small");
+
+    const auto families = PrometheusExport(est, ExportOptions{}).Collect();
+    bool found = false;
+    // Kepler names: the primary's energy only (4 + 6 J), labelled with it as source.
+    const double dyn = series(families, "kepler_node_package_joules_total", {{"mode", "dynamic"}, {"source", "small"}}, &found);
+    ASSERT_TRUE(found);
+    const double idle = series(families, "kepler_node_package_joules_total", {{"mode", "idle"}, {"source", "small"}});
+    EXPECT_NEAR(dyn + idle, 10.0, 1e-9);
+    series(families, "kepler_node_package_joules_total", {{"source", "rapl"}}, &found);
+    EXPECT_FALSE(found) << "the meter must not appear under Kepler names when it is not primary";
+    // Every model at node level, with its error against the meter.
+    EXPECT_NEAR(series(families, "kepler_model_node_joules_total", {{"model", "small"}, {"zone", "package"}}), 10.0, 1e-9);
+    EXPECT_NEAR(series(families, "kepler_model_node_joules_total", {{"model", "meter"}, {"zone", "package"}}), 17.0, 1e-9);
+    series(families, "kepler_model_node_joules_total", {{"model", "curve"}}, &found);
+    EXPECT_FALSE(found) << "a configured curve replaces the built-in one";
+    EXPECT_NEAR(series(families, "kepler_model_absolute_error_watts", {{"model", "small"}, {"zone", "package"}}), 6.0, 1e-9);
+    EXPECT_NEAR(series(families, "kepler_model_mape_ratio", {{"model", "small"}, {"zone", "package"}}), (0.2 + 0.5) / 2, 1e-9);
+    series(families, "kepler_model_mape_ratio", {{"model", "meter"}}, &found);
+    EXPECT_FALSE(found) << "the meter has no error against itself";
+    EXPECT_EQ(series(families, "kepler_model_info", {{"model", "small"}, {"selected", "true"}, {"reason", "primary (--primary)"}}), 1.0);
+    EXPECT_EQ(series(families, "kepler_model_info", {{"model", "meter"}, {"selected", "false"}}), 1.0);
+}

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
@@ -120,6 +121,30 @@ const keplershm::FrameView& FrameBuffer::roundtrip(TestWriter& writer, keplershm
     writer.write(frame);
     if (reader.next(std::chrono::milliseconds(1000), view_) != keplershm::Status::ok) throw std::runtime_error("frame not read back");
     return view_;
+}
+
+Feed::Feed(const keplershm::WriterOptions& options, const std::string& stem)
+    : name_(unique_segment_name(stem)), writer_(name_, options), reader_(keplershm::Reader::open(name_)) {}
+
+TestFrame simple_frame(uint64_t start_ns, uint64_t interval_ns, const std::vector<uint64_t>& cpu_ns,
+                       const std::vector<uint64_t>& zones_uj, uint32_t cpus) {
+    TestFrame f;
+    f.start_ns = start_ns;
+    f.end_ns = start_ns + interval_ns;
+    uint64_t busy = 0;
+    for (size_t i = 0; i < cpu_ns.size(); ++i) {
+        f.processes.push_back(TestProcess{.pid = static_cast<uint32_t>(100 + i), .start_time_ticks = 1000 + i, .cpu_time_ns = cpu_ns[i]});
+        busy += cpu_ns[i];
+    }
+    for (size_t i = 0; i < zones_uj.size(); ++i) f.zones.push_back(TestZone{static_cast<uint32_t>(i), zones_uj[i], true});
+    f.cpu_busy_ns.assign(cpus, 0);
+    f.cpu_idle_ns.assign(cpus, 0);
+    for (uint32_t c = 0; c < cpus; ++c) {
+        f.cpu_busy_ns[c] = std::min<uint64_t>(busy, interval_ns);
+        busy -= f.cpu_busy_ns[c];
+        f.cpu_idle_ns[c] = interval_ns - f.cpu_busy_ns[c];
+    }
+    return f;
 }
 
 TempDir::TempDir() {

@@ -18,8 +18,8 @@ struct TestProcess {
     uint64_t cpu_time_ns = 0;
     uint32_t workload = KEPLERSHM_NO_WORKLOAD;
     std::string comm = "proc";
-    std::optional<uint64_t> cache_misses;  // set: CACHE_MISSES_VALID
-    std::optional<uint64_t> cycles;        // set: CYCLES_VALID
+    std::optional<uint64_t> cache_misses{};  // set: CACHE_MISSES_VALID
+    std::optional<uint64_t> cycles{};        // set: CYCLES_VALID
     uint32_t extra_flags = 0;
 };
 
@@ -81,6 +81,26 @@ public:
 private:
     keplershm::FrameView view_;
 };
+
+/// A writer and a reader on one fresh segment: frames go in as TestFrames and come back as the
+/// reader sees them. Not thread-safe.
+class Feed {
+public:
+    explicit Feed(const keplershm::WriterOptions& options, const std::string& stem = "feed");
+    const keplershm::FrameView& frame(const TestFrame& f) { return buffer_.roundtrip(writer_, reader_, f); }
+    TestWriter& writer() { return writer_; }
+
+private:
+    std::string name_;
+    TestWriter writer_;
+    keplershm::Reader reader_;
+    FrameBuffer buffer_;
+};
+
+/// A frame of `interval_ns` starting at `start_ns` with one busy process per entry of cpu_ns
+/// (pid 100+i), node CPU busy = sum, and the given meter readings (zone index i gets zones_uj[i]).
+TestFrame simple_frame(uint64_t start_ns, uint64_t interval_ns, const std::vector<uint64_t>& cpu_ns,
+                       const std::vector<uint64_t>& zones_uj = {}, uint32_t cpus = 4);
 
 /// A temporary directory removed at destruction.
 class TempDir {
