@@ -1,1 +1,280 @@
+// XGBoost node models: parity with Python xgboost on the same features, model choice by CPU,
+// refusal, waiting for / reloading / rejecting model files, and fetching from a model server.
 #include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <functional>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "app/estimator.hpp"
+#include "model/model_watch.hpp"
+#include "model/xgboost_model.hpp"
+#include "support/subprocess.hpp"
+#include "support/test_frames.hpp"
+
+using namespace kepler_estimate;
+using namespace estimate_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr uint64_t kSecond = 1'000'000'000ull;
+const std::string kNx12Cpu = "Intel(R) Xeon(R) Gold 6248R CPU @ 3.00GHz";
+
+/// Trains a model with tests/kepler-estimate/train_model.py; returns false (test skips) without data.
+bool train(const fs::path& out, const std::string& features, const std::string& zones, std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {"/usr/bin/python3", ESTIMATE_TEST_DIR "/train_model.py", "--data", MODEL_DB_DIR,
+                                     "--out", out.string(), "--features", features, "--zones", zones};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    std::string output;
+    const int rc = run_command(argv, output);
+    if (rc != 0) ADD_FAILURE() << "training failed: " << output;
+    return rc == 0;
+}
+
+#define REQUIRE_TRAINING_DATA()                                                                          \
+    if (!fs::exists(MODEL_DB_DIR "/nx12_rapl_abs_Basic.csv")) GTEST_SKIP() << "no nx12 data at " MODEL_DB_DIR
+
+keplershm::WriterOptions nx12_like(uint64_t metrics, std::string cpu = kNx12Cpu) {
+    keplershm::WriterOptions o = node_options(96, metrics, {}, std::move(cpu));
+    return o;
+}
+
+/// Frames over the range of the nx12 training data (up to ~10 busy cores, ~1e10 cycles/s).
+TestFrame load_frame(int i) {
+    const uint64_t busy = static_cast<uint64_t>(i) * 211'000'000ull % 11'000'000'000ull;
+    TestFrame f = simple_frame(kSecond * (i + 1), kSecond, {busy / 2, busy / 3, busy - busy / 2 - busy / 3}, {}, 96);
+    for (size_t p = 0; p < f.processes.size(); ++p) f.processes[p].cycles = (busy + p * 7919) * 3 + static_cast<uint64_t>(i) * 12345;
+    return f;
+}
+
+const ModelReport& report_of(const Estimator& e, const std::string& name) {
+    static std::vector<ModelReport> keep;
+    keep = e.models().reports();
+    for (const ModelReport& r : keep) {
+        if (r.name == name) return r;
+    }
+    throw std::runtime_error("no model " + name);
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+    std::ofstream out(path, std::ios::trunc);
+    out << text;
+}
+
+}  // namespace
+
+TEST(XgboostParity, PredictionsMatchPythonOnTheSameFeatures) {
+    REQUIRE_TRAINING_DATA();
+    TempDir dir;
+    const std::string features = "cpu_time_ms_per_s,node_cpu_busy_ms_per_s,cpu_count,cycles_per_s";
+    for (const std::string format : {"json", "ubj"}) {
+        const fs::path model_dir = dir.path() / ("model-" + format);
+        // First pass: train, then compute features in C++ and write them for Python to predict.
+        ASSERT_TRUE(train(model_dir, features, "package,dram", {"--format", format}));
+        Feed feed(nx12_like(kProcfsMetrics | KEPLERSHM_METRIC_CYCLES));
+        XgboostModel model("nx12", model_dir, 1);
+        std::vector<NodeFeatures> rows;
+        std::ofstream csv(dir.path() / "features.csv");
+        csv << features << "\n";
+        for (int i = 0; i < 60; ++i) {
+            rows.push_back(compute_features(feed.frame(load_frame(i))));
+            const NodeFeatures& f = rows.back();
+            csv << fmt::format("{:.17g},{:.17g},{:.17g},{:.17g}\n", *f[Feature::cpu_time_ms_per_s], *f[Feature::node_cpu_busy_ms_per_s],
+                               *f[Feature::cpu_count], *f[Feature::cycles_per_s]);
+        }
+        csv.close();
+        // Same seed and data: Python retrains the identical model and predicts the C++ feature rows.
+        ASSERT_TRUE(train(dir.path() / "again", features, "package,dram",
+                          {"--format", format, "--predict-in", (dir.path() / "features.csv").string(), "--predict-out",
+                           (dir.path() / "predictions.csv").string()}));
+        std::ifstream predictions(dir.path() / "predictions.csv");
+        std::string line;
+        std::getline(predictions, line);
+        ASSERT_EQ(line, "package,dram");
+        double lowest = 1e9, highest = 0;
+        for (const NodeFeatures& f : rows) {
+            ASSERT_TRUE(std::getline(predictions, line));
+            const double python_package = std::stod(line.substr(0, line.find(',')));
+            const double python_dram = std::stod(line.substr(line.find(',') + 1));
+            const std::vector<double> ours = *model.predict_watts(f);
+            EXPECT_NEAR(ours[0], python_package, 1e-4 * std::fabs(python_package)) << format;
+            EXPECT_NEAR(ours[1], python_dram, 1e-4 * std::fabs(python_dram)) << format;
+            lowest = std::min(lowest, python_package);
+            highest = std::max(highest, python_package);
+        }
+        EXPECT_GT(highest - lowest, 20.0) << "the rows should span a range of node power, not one leaf";
+    }
+}
+
+TEST(XgboostModelChoice, ExactCpuThenVendorThenAnyAndTheCurveLast) {
+    REQUIRE_TRAINING_DATA();
+    TempDir dir;
+    ASSERT_TRUE(train(dir.path() / "amd", "cpu_time_ms_per_s", "package", {"--rounds", "5", "--cpu-model", "AMD EPYC 7763 64-Core Processor"}));
+    ASSERT_TRUE(train(dir.path() / "intel", "cpu_time_ms_per_s", "package", {"--rounds", "5", "--cpu-model", "Intel(R) Xeon(R) Platinum 8380 CPU"}));
+    ASSERT_TRUE(train(dir.path() / "exact", "cpu_time_ms_per_s", "package", {"--rounds", "5", "--cpu-model", kNx12Cpu}));
+    Feed feed(nx12_like(kProcfsMetrics));
+
+    EstimatorOptions options;
+    options.models = {parse_model_spec("amd=xgboost:" + (dir.path() / "amd").string()),
+                      parse_model_spec("intel=xgboost:" + (dir.path() / "intel").string()),
+                      parse_model_spec("exact=xgboost:" + (dir.path() / "exact" / "model.json").string())};
+    Estimator all(options);
+    all.refresh_models();
+    ASSERT_TRUE(all.process(feed.frame(load_frame(3))));
+    EXPECT_EQ(all.primary_model(), "exact");
+    EXPECT_EQ(report_of(all, "exact").reason, "no meter; best model for this cpu (exact cpu model)");
+
+    options.models.pop_back();
+    Estimator vendor(options);
+    vendor.refresh_models();
+    ASSERT_TRUE(vendor.process(feed.frame(load_frame(4))));
+    EXPECT_EQ(vendor.primary_model(), "intel");
+    EXPECT_EQ(report_of(vendor, "intel").reason, "no meter; best model for this cpu (same cpu vendor)");
+    EXPECT_EQ(report_of(vendor, "amd").reason, "standby: intel is preferred");
+    EXPECT_EQ(report_of(vendor, "curve").reason, "standby: intel is preferred");
+}
+
+TEST(XgboostModelChoice, ModelsNeedingMetricsTheNodeLacksAreRefused) {
+    REQUIRE_TRAINING_DATA();
+    TempDir dir;
+    ASSERT_TRUE(train(dir.path() / "counters", "cpu_time_ms_per_s,cycles_per_s", "package", {"--rounds", "5"}));
+    ASSERT_TRUE(train(dir.path() / "kubelet", "csv:kubelet_cpu_usage", "package", {"--rounds", "5"}));
+    Feed feed(nx12_like(kProcfsMetrics));  // no PMU: no CYCLES
+    EstimatorOptions options;
+    options.models = {parse_model_spec("counters=xgboost:" + (dir.path() / "counters").string()),
+                      parse_model_spec("kubelet=xgboost:" + (dir.path() / "kubelet").string())};
+    Estimator est(options);
+    est.refresh_models();
+    ASSERT_TRUE(est.process(feed.frame(load_frame(2))));
+    EXPECT_EQ(est.primary_model(), "curve");
+    EXPECT_EQ(report_of(est, "counters").reason, "refused: needs cycles_per_s but the node lacks metric CYCLES");
+    EXPECT_EQ(report_of(est, "kubelet").reason, "refused: needs feature csv:kubelet_cpu_usage, which no keplershm node produces");
+
+    Feed pmu(nx12_like(kProcfsMetrics | KEPLERSHM_METRIC_CYCLES));
+    ASSERT_TRUE(est.process(pmu.frame(load_frame(2))));
+    EXPECT_EQ(est.primary_model(), "counters");
+}
+
+TEST(XgboostModelFiles, BadMetadataIsRejectedWithTheReason) {
+    TempDir dir;
+    auto error_of = [&](const std::string& text) {
+        try {
+            (void)parse_model_metadata(text, dir.path(), "model.json");
+        } catch (const ModelError& e) {
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    const std::string good = R"({"format":"keplershm-model/1","type":"xgboost","output":"absolute",
+        "features":[{"name":"cpu_time_ms_per_s"}],"targets":[{"zone":"package","file":"p.json"}]})";
+    EXPECT_EQ(error_of(good), "accepted");
+    EXPECT_NE(error_of("{not json").find("not JSON"), std::string::npos);
+    EXPECT_NE(error_of(R"({"format":"other"})").find("unknown format"), std::string::npos);
+    std::string escape = good;
+    escape.replace(escape.find("p.json"), 6, "../../etc/passwd");
+    EXPECT_NE(error_of(escape).find("leaves the model directory"), std::string::npos);
+    std::string zone = good;
+    zone.replace(zone.find("package"), 7, "toaster");
+    EXPECT_NE(error_of(zone).find("unknown target zone \"toaster\""), std::string::npos);
+    std::string output = good;
+    output.replace(output.find("absolute"), 8, "relative");
+    EXPECT_NE(error_of(output).find("neither"), std::string::npos);
+}
+
+TEST(XgboostModelFiles, WaitedForLoadedReloadedAndBadFilesRejected) {
+    REQUIRE_TRAINING_DATA();
+    TempDir dir;
+    const fs::path model_dir = dir.path() / "models" / "nx12";  // neither directory exists yet
+    EstimatorOptions options;
+    options.models = {parse_model_spec("xgb=xgboost:" + model_dir.string())};
+    Estimator est(options);
+    ModelWatcher::Options watch_options;
+    watch_options.settle = std::chrono::milliseconds(50);
+    ModelWatcher watcher(est.models().watched_paths(), watch_options);
+    Feed feed(nx12_like(kProcfsMetrics));
+    int frame_no = 1;
+    auto step = [&] {
+        if (watcher.take_changes()) est.refresh_models();
+        EXPECT_TRUE(est.process(feed.frame(load_frame(frame_no++))));
+    };
+    auto wait_until = [&](const std::function<bool()>& done) {
+        for (int i = 0; i < 100 && !done(); ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            step();
+        }
+        return done();
+    };
+
+    step();
+    EXPECT_EQ(est.primary_model(), "curve");  // a VM always gets an answer
+    EXPECT_NE(report_of(est, "xgb").reason.find("waiting for"), std::string::npos) << report_of(est, "xgb").reason;
+
+    // The model arrives (trained elsewhere, moved into place as a whole directory).
+    ASSERT_TRUE(train(dir.path() / "staging", "cpu_time_ms_per_s", "package", {"--rounds", "10"}));
+    fs::create_directories(model_dir.parent_path());
+    fs::rename(dir.path() / "staging", model_dir);
+    ASSERT_TRUE(wait_until([&] { return est.primary_model() == "xgb"; })) << report_of(est, "xgb").reason;
+    EXPECT_EQ(report_of(est, "xgb").loads, 1u);
+    const double first_watts = report_of(est, "xgb").watts.at(ZoneKind::package);
+
+    // A changed booster is reloaded.
+    ASSERT_TRUE(train(dir.path() / "v2", "cpu_time_ms_per_s", "package", {"--rounds", "2"}));
+    fs::rename(dir.path() / "v2" / "package.json", model_dir / "package.json");
+    ASSERT_TRUE(wait_until([&] { return report_of(est, "xgb").loads == 2; }));
+    frame_no = 5;
+    step();
+    const double second_watts = report_of(est, "xgb").watts.at(ZoneKind::package);
+
+    // A bad file is rejected; the previous model keeps running.
+    write_text(model_dir / "package.json", "this is not a booster");
+    ASSERT_TRUE(wait_until([&] { return report_of(est, "xgb").load_errors == 1; }));
+    EXPECT_EQ(est.primary_model(), "xgb");
+    frame_no = 5;
+    step();
+    EXPECT_DOUBLE_EQ(report_of(est, "xgb").watts.at(ZoneKind::package), second_watts);
+    EXPECT_TRUE(report_of(est, "xgb").selected);
+    (void)first_watts;
+
+    // Broken metadata too.
+    write_text(model_dir / "model.json", "{\"format\": 3}");
+    ASSERT_TRUE(wait_until([&] { return report_of(est, "xgb").load_errors == 2; }));
+    EXPECT_EQ(est.primary_model(), "xgb");
+}
+
+TEST(XgboostModelFiles, FetchedFromAModelServer) {
+    REQUIRE_TRAINING_DATA();
+    TempDir served, local;
+    ASSERT_TRUE(train(served.path() / "nx12", "cpu_time_ms_per_s", "package", {"--rounds", "5", "--format", "ubj"}));
+    const int port = free_port();
+    Child server({"/usr/bin/python3", "-m", "http.server", std::to_string(port), "--bind", "127.0.0.1", "--directory",
+                  served.path().string()},
+                 (local.path() / "http.log").string());
+    const std::string url = fmt::format("http://127.0.0.1:{}", port);
+    std::string body;
+    for (int i = 0; i < 100 && http_get(url + "/nx12/model.json", body) != 200; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+
+    const fs::path model_dir = local.path() / "models" / "nx12";
+    EXPECT_THROW(fetch_model(url, "missing", local.path() / "models" / "missing"), std::runtime_error);
+    EXPECT_FALSE(fs::exists(local.path() / "models" / "missing" / "model.json"));
+
+    EstimatorOptions options;
+    options.models = {parse_model_spec("xgb=xgboost:" + model_dir.string())};
+    Estimator est(options);
+    ModelWatcher::Options watch_options;
+    watch_options.settle = std::chrono::milliseconds(50);
+    watch_options.model_server = url;
+    ModelWatcher watcher(est.models().watched_paths(), watch_options);
+    Feed feed(nx12_like(kProcfsMetrics));
+    for (int i = 0; i < 100 && est.primary_model() != "xgb"; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        if (watcher.take_changes()) est.refresh_models();
+        ASSERT_TRUE(est.process(feed.frame(load_frame(i + 1))));
+    }
+    EXPECT_EQ(est.primary_model(), "xgb");
+    EXPECT_TRUE(fs::exists(model_dir / "package.ubj"));
+}
