@@ -13,8 +13,6 @@ from .errors import InputError
 from .model import load_model
 from .schema import np
 
-Row = dict
-
 
 def compare(table, models):
     """[{model, zone, rows, mae_w, mape_pct, rmse_w, bias_w, mean_measured_w, mean_predicted_w}], predictions."""

@@ -7,7 +7,6 @@ the directory), and a booster that does not load or has the wrong number of feat
 a message naming the file.
 """
 import json
-import math
 import os
 
 from .errors import InputError
@@ -195,6 +194,3 @@ def feature_units(names):
     """[{'name', 'unit'}] for metadata (CSV-only features get unit 'csv')."""
     return [{"name": n, "unit": FEATURES[n].unit if n in FEATURES else "csv"} for n in names]
 
-
-def is_finite_number(x):
-    return isinstance(x, (int, float)) and math.isfinite(x)

@@ -100,7 +100,7 @@ def train_table(table, features=None, rounds=ROUNDS, seed=0):
     return names, boosters, report
 
 
-def write_model(out_dir, name, table, names, boosters, report):
+def write_model(out_dir, name, table, names, boosters, report, rounds=ROUNDS):
     """Writes model.json and <zone>.json boosters into `out_dir` (created if needed)."""
     os.makedirs(out_dir, exist_ok=True)
     targets = []
@@ -125,7 +125,7 @@ def write_model(out_dir, name, table, names, boosters, report):
             "mape_pct": {s: {z: round(r[s][1], 3) for z, r in trained.items()} for s in ("time_split", "random_split")},
             "split": "time: first %d%% of rows in time vs the rest; random: seeded %d/%d" % (
                 TRAIN_FRACTION * 100, TRAIN_FRACTION * 100, 100 - TRAIN_FRACTION * 100),
-            "xgboost": dict(PARAMS, num_boost_round=ROUNDS),
+            "xgboost": dict(PARAMS, num_boost_round=rounds),
             "notes": list(table.notes),
         },
     }
@@ -163,7 +163,7 @@ def main(args):
     features = args.features.split(",") if args.features else None
     names, boosters, report = train_table(table, features, args.rounds, args.seed)
     name = args.name or os.path.basename(os.path.normpath(args.out))
-    write_model(args.out, name, table, names, boosters, report)
+    write_model(args.out, name, table, names, boosters, report, args.rounds)
     print(format_report(report, names))
     csv_only = [n for n in names if n not in FEATURES]
     print("model %s written to %s" % (name, args.out))
