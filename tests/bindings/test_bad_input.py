@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import keplershm
-from keplershm.errors import BadMagic, CorruptData, InputError, NotFound
+from keplershm.errors import BadMagic, CorruptData, NotFound
 
 PYTHON = os.environ.get("KEPLERSHM_TEST_PYTHON", sys.executable)
 

@@ -5,7 +5,6 @@ import sys
 import threading
 import time
 
-import numpy as np
 import pytest
 
 import keplershm
