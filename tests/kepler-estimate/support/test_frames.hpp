@@ -25,7 +25,7 @@ struct TestProcess {
 
 struct TestWorkload {
     uint32_t kind = KEPLERSHM_WORKLOAD_POD;
-    std::string container_id, container_name, pod_uid, pod_name, pod_namespace, vm_id, vm_name;
+    std::string container_id{}, container_name{}, pod_uid{}, pod_name{}, pod_namespace{}, vm_id{}, vm_name{};
     uint64_t cgroup_id = 0;
 };
 
