@@ -75,13 +75,16 @@ def test_a_view_held_past_its_overwrite_raises(shm_name):
 
 
 def test_a_view_from_another_process_overwritten_raises(shm_name):
-    proc = start_publisher(shm_name, frames=200, interval_ms=5, slots=3)
+    proc = start_publisher(shm_name, frames=2000, interval_ms=5, slots=3)
     try:
         reader = keplershm.Reader(shm_name)
         reader.wait(0, timeout=10)
         with pytest.raises(FrameOverwritten):
-            with reader.view(reader.latest()):
-                time.sleep(0.2)  # ~40 frames pass through a 3-slot ring
+            held = reader.latest()
+            with reader.view(held):
+                deadline = time.monotonic() + 20
+                while reader.latest() < held + 3 and time.monotonic() < deadline:  # 3 slots: reused by now
+                    time.sleep(0.01)
     finally:
         proc.kill()
         proc.wait()
