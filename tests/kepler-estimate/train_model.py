@@ -52,6 +52,7 @@ def main():
     p.add_argument("--output", default="absolute", choices=["absolute", "dynamic"])
     p.add_argument("--format", default="json", choices=["json", "ubj"])
     p.add_argument("--rounds", type=int, default=40)
+    p.add_argument("--depth", type=int, default=4)
     p.add_argument("--name", default="nx12-test")
     p.add_argument("--predict-in", help="CSV of feature rows (header: feature names) to predict")
     p.add_argument("--predict-out", help="CSV of predictions, one column per zone")
@@ -70,7 +71,7 @@ def main():
         y = np.array([float(r[zone + "_power"]) for r in table])
         if a.output == "dynamic":
             y = np.maximum(y - y.min(), 0.0)
-        booster = xgb.train({"max_depth": 4, "eta": 0.3, "nthread": 1, "seed": 1}, xgb.DMatrix(x, label=y), a.rounds)
+        booster = xgb.train({"max_depth": a.depth, "eta": 0.3, "nthread": 1, "seed": 1}, xgb.DMatrix(x, label=y), a.rounds)
         file = f"{zone}.{a.format}"
         booster.save_model(os.path.join(a.out, file))
         targets.append({"zone": zone, "file": file})
