@@ -1,0 +1,424 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * kepler.bpf.c — per-process (thread group) activity for kepler-collect.
+ *
+ * What it keeps, per (tgid, leader start time), cumulative since load (see kepler.h):
+ *   on-CPU ns (sched_switch), hardware counter deltas per slice (perf_event_array, where a PMU exists),
+ *   softirq entries per vector (irq/softirq_entry, charged to the task they interrupted),
+ *   page-cache pages requested and added (filemap tracepoints), and whether the process exited.
+ *
+ * Every hook exists in three flavours — tp_btf, raw_tp and classic tracepoint — with the same body.
+ * User space enables one flavour with bpf_program__set_autoload() before load (tp_btf first, then
+ * raw_tp, then tracepoint), because kernels differ in which of them they can load and attach.
+ *
+ * All hooks run in the context of the task they account (sched_switch fires while `prev` is still
+ * current), so the accounted task is always `current`; only sched_switch's `next` is another task.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "kepler.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define PF_KTHREAD 0x00200000 /* include/linux/sched.h, stable since 2.6 */
+#define EEXIST 17             /* uapi errno; vmlinux.h has no macros */
+
+/* Set by user space before load. */
+const volatile __u64 ns_per_tick = 10000000; /* 1e9 / sysconf(_SC_CLK_TCK): USER_HZ, not the kernel's HZ */
+const volatile __u32 hw_counters_enabled = 0; /* 0: no PMU event could be opened, skip the reads */
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH); /* not LRU: an entry must never disappear without being counted */
+    __uint(max_entries, 16384);      /* user space sets the size from --bpf-max-processes */
+    __type(key, struct kepler_proc_key);
+    __type(value, struct kepler_proc_stats);
+} processes SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct kepler_cpu_state);
+} cpu_states SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, KEPLER_DROP_COUNTERS);
+    __type(key, __u32);
+    __type(value, __u64);
+} drops SEC(".maps");
+
+/* One perf event per CPU per counter, opened by user space; an empty slot reads as -ENOENT. */
+struct {
+    __uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+    __type(key, __u32);
+    __type(value, __u32);
+} hw_cycles SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+    __type(key, __u32);
+    __type(value, __u32);
+} hw_instructions SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+    __type(key, __u32);
+    __type(value, __u32);
+} hw_cache_misses SEC(".maps");
+
+/* Kernels before 5.5 named the boot-based start time real_start_time. */
+struct task_struct___pre55 {
+    u64 real_start_time;
+} __attribute__((preserve_access_index));
+
+/* Kernels 5.16–6.5 kept the large-folio order in its own byte; later ones in _flags_1's low byte. */
+struct folio___pre66 {
+    unsigned char _folio_order;
+} __attribute__((preserve_access_index));
+
+/* Orders the version stores around the fields they protect (the JIT emits stores in program order). */
+#define compiler_barrier() asm volatile("" ::: "memory")
+
+static __always_inline void count_drop(__u32 counter, __u64 amount)
+{
+    __u64 *value = bpf_map_lookup_elem(&drops, &counter);
+    if (value)
+        *value += amount; /* per-CPU slot: no other writer */
+}
+
+static __always_inline __u64 leader_start_ticks(struct task_struct *task)
+{
+    struct task_struct *leader = BPF_CORE_READ(task, group_leader);
+    __u64 boot_ns;
+
+    if (bpf_core_field_exists(leader->start_boottime))
+        boot_ns = BPF_CORE_READ(leader, start_boottime);
+    else
+        boot_ns = BPF_CORE_READ((struct task_struct___pre55 *)leader, real_start_time);
+    /* The kernel's nsec_to_clock_t() for /proc/<pid>/stat field 22: a truncating division. */
+    return boot_ns / ns_per_tick;
+}
+
+static __always_inline void key_of(struct task_struct *task, __u32 tgid, struct kepler_proc_key *key)
+{
+    key->tgid = tgid;
+    key->reserved = 0;
+    key->start_ticks = leader_start_ticks(task);
+}
+
+/* Entry of the current task's process, created on first sight; NULL when the map is full (counted). */
+static __always_inline struct kepler_proc_stats *current_stats(const struct kepler_proc_key *key)
+{
+    struct kepler_proc_stats *stats = bpf_map_lookup_elem(&processes, key);
+    if (stats)
+        return stats;
+
+    struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+    struct kepler_proc_stats fresh = {};
+    fresh.cgroup_id = bpf_get_current_cgroup_id();
+    if (BPF_CORE_READ(task, flags) & PF_KTHREAD)
+        fresh.flags |= KEPLER_STATS_KTHREAD;
+    /* A process seen for the first time while its last thread is exiting is already gone. */
+    if (BPF_CORE_READ(task, signal, live.counter) == 0)
+        fresh.flags |= KEPLER_STATS_EXITED;
+    BPF_CORE_READ_STR_INTO(&fresh.comm, task, group_leader, comm);
+
+    long err = bpf_map_update_elem(&processes, key, &fresh, BPF_NOEXIST);
+    if (err && err != -EEXIST) { /* -EEXIST: another CPU created it meanwhile, which is fine */
+        count_drop(KEPLER_DROP_MAP_FULL, 1);
+        return NULL;
+    }
+    return bpf_map_lookup_elem(&processes, key);
+}
+
+/* Reads one hardware counter on this CPU; *delta is its change since the last switch here. */
+static __always_inline bool read_counter(void *map, __u32 index, struct kepler_cpu_state *cpu, __u64 *delta)
+{
+    struct bpf_perf_event_value value = {};
+    __u32 bit = 1u << index;
+
+    if (bpf_perf_event_read_value(map, BPF_F_CURRENT_CPU, &value, sizeof(value)) != 0) {
+        cpu->hw_last_valid &= ~bit; /* -ENOENT: no event in this CPU's slot; "unavailable", not zero */
+        return false;
+    }
+    bool had_start = cpu->hw_last_valid & bit;
+    *delta = value.counter - cpu->hw_last[index & (KEPLER_HW_COUNTERS - 1)];
+    cpu->hw_last[index & (KEPLER_HW_COUNTERS - 1)] = value.counter;
+    cpu->hw_last_valid |= bit;
+    return had_start;
+}
+
+static __always_inline void charge_counters(struct kepler_cpu_state *cpu, struct kepler_proc_stats *stats)
+{
+    __u64 delta = 0;
+
+    if (read_counter(&hw_cycles, KEPLER_HW_CYCLES, cpu, &delta)) {
+        if (stats) __sync_fetch_and_add(&stats->hw[KEPLER_HW_CYCLES], delta);
+    } else if (stats) {
+        __sync_fetch_and_add(&stats->hw_unavailable[KEPLER_HW_CYCLES], 1);
+    }
+    if (read_counter(&hw_instructions, KEPLER_HW_INSTRUCTIONS, cpu, &delta)) {
+        if (stats) __sync_fetch_and_add(&stats->hw[KEPLER_HW_INSTRUCTIONS], delta);
+    } else if (stats) {
+        __sync_fetch_and_add(&stats->hw_unavailable[KEPLER_HW_INSTRUCTIONS], 1);
+    }
+    if (read_counter(&hw_cache_misses, KEPLER_HW_CACHE_MISSES, cpu, &delta)) {
+        if (stats) __sync_fetch_and_add(&stats->hw[KEPLER_HW_CACHE_MISSES], delta);
+    } else if (stats) {
+        __sync_fetch_and_add(&stats->hw_unavailable[KEPLER_HW_CACHE_MISSES], 1);
+    }
+}
+
+/* prev is current. `next` may be NULL (classic tracepoint): then only its thread id is recorded and
+ * user space resolves the process if it is still running at the boundary. */
+static __always_inline int on_switch(struct task_struct *next, __u32 next_tid)
+{
+    __u32 zero = 0;
+    struct kepler_cpu_state *cpu = bpf_map_lookup_elem(&cpu_states, &zero);
+    if (!cpu)
+        return 0;
+
+    __u64 now = bpf_ktime_get_ns();
+    __u64 pid_tgid = bpf_get_current_pid_tgid();
+    __u32 prev_tgid = pid_tgid >> 32;
+    __u32 prev_tid = (__u32)pid_tgid;
+    struct kepler_proc_stats *stats = NULL;
+
+    if (prev_tgid != 0) { /* tgid 0: this CPU's idle task, not a process */
+        struct kepler_proc_key key;
+        key_of((struct task_struct *)bpf_get_current_task(), prev_tgid, &key);
+        stats = current_stats(&key);
+        __u64 slice = 0;
+        if (cpu->running_since_ns != 0 && cpu->tid == prev_tid && now > cpu->running_since_ns)
+            slice = now - cpu->running_since_ns;
+        else
+            count_drop(KEPLER_DROP_UNKNOWN_SLICE, 1);
+        if (stats) {
+            __sync_fetch_and_add(&stats->cpu_time_ns, slice);
+            stats->cgroup_id = bpf_get_current_cgroup_id(); /* processes move between cgroups */
+        } else {
+            count_drop(KEPLER_DROP_MAP_FULL_NS, slice);
+        }
+    }
+    if (hw_counters_enabled)
+        charge_counters(cpu, prev_tgid != 0 ? stats : NULL);
+
+    /* Publish who runs here from now on. SYNC POINT: pairs with the boundary read in bpf_source.cpp. */
+    __u64 version = cpu->version_begin + 1;
+    cpu->version_begin = version;
+    compiler_barrier();
+    cpu->running_since_ns = now;
+    cpu->tid = next_tid;
+    cpu->key.reserved = 0;
+    if (next_tid == 0) {
+        cpu->key.tgid = 0;
+        cpu->key.start_ticks = 0;
+        cpu->key_valid = 1;
+    } else if (next) {
+        key_of(next, BPF_CORE_READ(next, tgid), &cpu->key);
+        cpu->key_valid = 1;
+    } else {
+        cpu->key.tgid = 0;
+        cpu->key.start_ticks = 0;
+        cpu->key_valid = 0;
+    }
+    compiler_barrier();
+    cpu->version_end = version;
+    return 0;
+}
+
+static __always_inline struct kepler_proc_stats *stats_of_current(void)
+{
+    __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    if (tgid == 0)
+        return NULL; /* idle: softirqs on an idle CPU belong to no process */
+    struct kepler_proc_key key;
+    key_of((struct task_struct *)bpf_get_current_task(), tgid, &key);
+    return current_stats(&key);
+}
+
+static __always_inline int on_softirq(__u32 vector)
+{
+    if (vector >= KEPLER_SOFTIRQ_VECTORS)
+        return 0;
+    struct kepler_proc_stats *stats = stats_of_current();
+    if (stats)
+        __sync_fetch_and_add(&stats->softirq[vector], 1);
+    return 0;
+}
+
+static __always_inline int on_pages_requested(unsigned long first, unsigned long last)
+{
+    if (last < first)
+        return 0;
+    struct kepler_proc_stats *stats = stats_of_current();
+    if (stats)
+        __sync_fetch_and_add(&stats->page_cache_requested, last - first + 1); /* last is inclusive */
+    return 0;
+}
+
+static __always_inline int on_pages_added(__u64 pages)
+{
+    struct kepler_proc_stats *stats = stats_of_current();
+    if (stats)
+        __sync_fetch_and_add(&stats->page_cache_added, pages);
+    return 0;
+}
+
+static __always_inline __u64 folio_pages(struct folio *folio)
+{
+    unsigned long page_flags = 0;
+    __u64 order;
+
+    /* The page flags word is the first member of struct page and struct folio in every layout. */
+    bpf_probe_read_kernel(&page_flags, sizeof(page_flags), folio);
+    if (!(page_flags & (1UL << bpf_core_enum_value(enum pageflags, PG_head))))
+        return 1;
+    if (bpf_core_field_exists(((struct folio___pre66 *)folio)->_folio_order))
+        order = BPF_CORE_READ((struct folio___pre66 *)folio, _folio_order);
+    else if (bpf_core_field_exists(folio->_flags_1))
+        order = BPF_CORE_READ(folio, _flags_1) & 0xff;
+    else
+        order = 0;
+    return 1ULL << (order & 31);
+}
+
+static __always_inline int on_exit(void)
+{
+    struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+    if (BPF_CORE_READ(task, signal, live.counter) != 0)
+        return 0; /* other threads of the group still run */
+    struct kepler_proc_stats *stats = stats_of_current();
+    if (stats)
+        stats->flags |= KEPLER_STATS_EXITED; /* only ever set; user space deletes the entry later */
+    return 0;
+}
+
+static __always_inline int on_exec(void)
+{
+    struct kepler_proc_stats *stats = stats_of_current();
+    if (stats)
+        bpf_get_current_comm(&stats->comm, sizeof(stats->comm)); /* the exec'ing thread is now the leader */
+    return 0;
+}
+
+/* ---- tp_btf flavour ---------------------------------------------------------------------------- */
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(kepler_switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+    return on_switch(next, BPF_CORE_READ(next, pid));
+}
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(kepler_softirq_btf, unsigned int vector)
+{
+    return on_softirq(vector);
+}
+
+SEC("tp_btf/mm_filemap_get_pages")
+int BPF_PROG(kepler_pages_requested_btf, struct address_space *mapping, unsigned long index, unsigned long last)
+{
+    return on_pages_requested(index, last);
+}
+
+SEC("tp_btf/mm_filemap_add_to_page_cache")
+int BPF_PROG(kepler_pages_added_btf, struct folio *folio)
+{
+    return on_pages_added(folio_pages(folio));
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(kepler_exit_btf)
+{
+    return on_exit();
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(kepler_exec_btf)
+{
+    return on_exec();
+}
+
+/* ---- raw_tp flavour ---------------------------------------------------------------------------- */
+
+SEC("raw_tp/sched_switch")
+int BPF_PROG(kepler_switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+    return on_switch(next, BPF_CORE_READ(next, pid));
+}
+
+SEC("raw_tp/softirq_entry")
+int BPF_PROG(kepler_softirq_raw, unsigned int vector)
+{
+    return on_softirq(vector);
+}
+
+SEC("raw_tp/mm_filemap_get_pages")
+int BPF_PROG(kepler_pages_requested_raw, struct address_space *mapping, unsigned long index, unsigned long last)
+{
+    return on_pages_requested(index, last);
+}
+
+SEC("raw_tp/mm_filemap_add_to_page_cache")
+int BPF_PROG(kepler_pages_added_raw, struct folio *folio)
+{
+    return on_pages_added(folio_pages(folio));
+}
+
+SEC("raw_tp/sched_process_exit")
+int BPF_PROG(kepler_exit_raw)
+{
+    return on_exit();
+}
+
+SEC("raw_tp/sched_process_exec")
+int BPF_PROG(kepler_exec_raw)
+{
+    return on_exec();
+}
+
+/* ---- classic tracepoint flavour (needs tracefs for attaching) -------------------------------- */
+
+SEC("tracepoint/sched/sched_switch")
+int kepler_switch_tp(struct trace_event_raw_sched_switch *ctx)
+{
+    return on_switch(NULL, ctx->next_pid);
+}
+
+SEC("tracepoint/irq/softirq_entry")
+int kepler_softirq_tp(struct trace_event_raw_softirq *ctx)
+{
+    return on_softirq(ctx->vec);
+}
+
+SEC("tracepoint/filemap/mm_filemap_get_pages")
+int kepler_pages_requested_tp(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx)
+{
+    return on_pages_requested(ctx->index, ctx->last_index);
+}
+
+SEC("tracepoint/filemap/mm_filemap_add_to_page_cache")
+int kepler_pages_added_tp(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
+{
+    __u64 order = 0;
+    if (bpf_core_field_exists(ctx->order))
+        order = BPF_CORE_READ(ctx, order);
+    return on_pages_added(1ULL << (order & 31));
+}
+
+SEC("tracepoint/sched/sched_process_exit")
+int kepler_exit_tp(void *ctx)
+{
+    return on_exit();
+}
+
+SEC("tracepoint/sched/sched_process_exec")
+int kepler_exec_tp(void *ctx)
+{
+    return on_exec();
+}

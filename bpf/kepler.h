@@ -1,0 +1,86 @@
+/*
+ * kepler.h — the layout shared by the eBPF program (kepler.bpf.c) and user space (kepler-collect).
+ *
+ * libbpf-bootstrap pattern: both sides include this file, so a map value means the same bytes on both
+ * sides of the boundary. Everything here is plain C with fixed-width kernel types.
+ *
+ * Counters in `struct kepler_proc_stats` are cumulative since the program was loaded and only ever grow
+ * while the entry exists. User space never drains them: it keeps the previous reading per key and
+ * publishes differences, so no update can fall between "read" and "delete" (the Kepler 0.7 defect that
+ * lost the first slice of a process after each drain). Entries are deleted only after their process
+ * has exited and user space has published the final values.
+ */
+#ifndef KEPLER_BPF_SHARED_H
+#define KEPLER_BPF_SHARED_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define KEPLER_COMM_LEN 16
+#define KEPLER_SOFTIRQ_VECTORS 10 /* HI TIMER NET_TX NET_RX BLOCK IRQ_POLL TASKLET SCHED HRTIMER RCU */
+
+/* Hardware counters, in the order of the perf_event_array maps. */
+enum kepler_hw_counter {
+    KEPLER_HW_CYCLES = 0,
+    KEPLER_HW_INSTRUCTIONS = 1,
+    KEPLER_HW_CACHE_MISSES = 2, /* last-level cache read misses */
+    KEPLER_HW_COUNTERS = 3,
+};
+
+/* A process: its thread-group id and the start time of its group leader in clock ticks since boot
+ * (/proc/<pid>/stat field 22). The pair never repeats, so a reused pid never merges two processes. */
+struct kepler_proc_key {
+    __u32 tgid;
+    __u32 reserved; /* zero */
+    __u64 start_ticks;
+};
+
+enum kepler_proc_stats_flag {
+    KEPLER_STATS_EXITED = 1u << 0,  /* the whole thread group has exited (sched_process_exit, last thread) */
+    KEPLER_STATS_KTHREAD = 1u << 1, /* kernel thread */
+};
+
+/* Value of the `processes` hash map. */
+struct kepler_proc_stats {
+    __u64 cpu_time_ns;                         /* on-CPU time of all threads, slices that ended */
+    __u64 hw[KEPLER_HW_COUNTERS];              /* counter deltas summed over this process's slices */
+    __u64 hw_unavailable[KEPLER_HW_COUNTERS];  /* slices whose counter read failed (-ENOENT: no PMU event) */
+    __u64 page_cache_requested;                /* pages asked of the page cache (mm_filemap_get_pages) */
+    __u64 page_cache_added;                    /* pages inserted (mm_filemap_add_to_page_cache, 1<<order) */
+    __u64 softirq[KEPLER_SOFTIRQ_VECTORS];     /* softirq_entry events that ran while this process was current */
+    __u64 cgroup_id;                           /* cgroup v2 id of the last thread seen on a CPU */
+    __u32 flags;                               /* enum kepler_proc_stats_flag */
+    __u32 reserved;
+    char comm[KEPLER_COMM_LEN];                /* group leader's comm (updated on exec) */
+};
+
+/*
+ * What runs on one CPU now (per-CPU array, one slot). Written only by sched_switch on that CPU; read by
+ * user space at each interval boundary to credit a task that is still running with its time up to the
+ * boundary. Torn reads are detected with two copies of a version number: the program stores
+ * `version_begin` first and `version_end` last; the kernel copies the value to user space in ascending
+ * address order, so a copy with version_end == version_begin was not written while it was copied
+ * (on x86's ordered stores and loads; elsewhere the check still catches almost every tear).
+ */
+struct kepler_cpu_state {
+    __u64 version_end;                         /* stored last by the writer, read first by user space */
+    __u64 running_since_ns;                    /* bpf_ktime_get_ns() of the switch-in, 0 = unknown */
+    struct kepler_proc_key key;                /* of the running task; tgid 0 = idle or unknown */
+    __u32 tid;                                 /* thread id of the running task (0 = idle) */
+    __u32 key_valid;                           /* 0: only tid is known (classic tracepoint attach) */
+    __u64 hw_last[KEPLER_HW_COUNTERS];         /* counter values at the last switch on this CPU */
+    __u32 hw_last_valid;                       /* bit i: hw_last[i] holds a real reading */
+    __u32 reserved;
+    __u64 version_begin;                       /* stored first by the writer, read last by user space */
+};
+
+/* Per-CPU counters of events the program could not record (index into the `drops` per-CPU array). */
+enum kepler_drop_counter {
+    KEPLER_DROP_MAP_FULL = 0,      /* a new process did not fit into the `processes` map */
+    KEPLER_DROP_MAP_FULL_NS = 1,   /* on-CPU ns of such processes */
+    KEPLER_DROP_UNKNOWN_SLICE = 2, /* slices whose start was not seen (first slice after load) */
+    KEPLER_DROP_COUNTERS = 3,
+};
+
+#endif /* KEPLER_BPF_SHARED_H */
