@@ -1,0 +1,65 @@
+// collector.hpp — the kepler-collect daemon as a library: its options, the command-line parser and
+// the collection loop. kepler-collect's main() is these three calls; tests run the same code.
+//
+// The data path of one interval (see DESIGN.md): per-process source (eBPF or procfs) → node CPU time
+// (/proc/stat) → node energy (RAPL, hwmon) → workloads (cgroups, Kubernetes metadata) → one frame.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace kepler::collect {
+
+struct CollectorOptions {
+    std::string shm_name;                                   // --shm-name (required)
+    std::chrono::nanoseconds interval = std::chrono::seconds(1);
+    std::string source = "auto";                            // auto | bpf | procfs
+    std::string sysfs_root = "/sys";                        // powercap and hwmon live below it
+    std::string proc_root = "/proc";
+    std::string node_name;                                  // "": $NODE_NAME, else uname
+    uint64_t frames = 0;                                    // stop after this many frames (0: until a signal)
+
+    // Segment (libkeplershm WriterOptions).
+    uint32_t process_capacity = 4096;
+    uint32_t workload_capacity = 512;
+    uint32_t string_capacity = 64 * 1024;
+    uint32_t slot_count = 8;
+    uint64_t max_segment_bytes = 256ull << 20;
+    uint32_t segment_mode = 0640;
+    bool replace_live = false;
+
+    // eBPF.
+    std::string bpf_attach = "auto";                        // auto | tp_btf | raw_tp | tracepoint
+    uint32_t bpf_max_processes = 16384;
+    bool hardware_counters = true;
+
+    // Kubernetes metadata.
+    std::string kube = "auto";                              // auto | off | api | kubelet
+    std::string kube_api_url;
+    std::string kubelet_url;
+    std::string kube_token_file;
+    std::string kube_ca_file;
+    bool kube_insecure_skip_tls_verify = false;
+    std::chrono::milliseconds metadata_refresh = std::chrono::seconds(30);
+
+    std::string log_level = "info";
+};
+
+/// Parses argv. Returns the options, or nullopt with `exit_code` set (0 after --help, 2 on bad usage;
+/// the message is already printed).
+[[nodiscard]] std::optional<CollectorOptions> parse_command_line(int argc, char** argv, int& exit_code);
+
+/// Parses "1s", "500ms", "2.5s", "100us", "1m" (a bare number means seconds); nullopt if malformed or
+/// not positive.
+[[nodiscard]] std::optional<std::chrono::nanoseconds> parse_duration(std::string_view text);
+
+/// Parses "268435456", "256Mi", "1G", "64K"; nullopt if malformed.
+[[nodiscard]] std::optional<uint64_t> parse_byte_size(std::string_view text);
+
+/// Runs until SIGTERM/SIGINT (or `frames` frames), then retires the segment. Returns the process exit
+/// code: 0 after a clean stop, 1 on a fatal error (logged).
+int run_collector(const CollectorOptions& options);
+
+}  // namespace kepler::collect

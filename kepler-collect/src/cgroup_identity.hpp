@@ -1,0 +1,61 @@
+// cgroup_identity.hpp — from a process's cgroup paths to the workload it belongs to: container id and
+// runtime (docker, containerd, cri-o, podman), Kubernetes pod UID and QoS class, libvirt/qemu VM.
+// Pure text functions: tests feed them paths captured from real nodes of each runtime.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "keplershm.h"
+
+namespace kepler::collect {
+
+/// One line of /proc/<pid>/cgroup: "hierarchy-ID:controller-list:path".
+struct CgroupLine {
+    uint32_t hierarchy = 0;
+    std::string controllers;  // empty for the v2 unified hierarchy ("0::/...")
+    std::string path;
+};
+
+/// Parses /proc/<pid>/cgroup. Malformed lines are skipped; at most 64 lines and 4096-byte paths.
+[[nodiscard]] std::vector<CgroupLine> parse_proc_cgroup(std::string_view text);
+
+struct WorkloadIdentity {
+    uint32_t kind = KEPLERSHM_WORKLOAD_SYSTEM;     // enum keplershm_workload_kind
+    uint32_t runtime = KEPLERSHM_RUNTIME_UNKNOWN;  // enum keplershm_runtime
+    std::string container_id;                      // without runtime prefix ("docker-", "cri-containerd-")
+    std::string pod_uid;                           // dashed form, as the API server spells it
+    std::string qos;                               // "guaranteed", "burstable" or "besteffort" (pods only)
+    std::string vm_name;
+    std::string vm_id;                             // qemu -uuid when known, else the libvirt machine name
+    bool runtime_helper = false;                   // conmon: belongs to the pod/container, runs no workload
+};
+
+/// Identifies one cgroup path (either hierarchy). Kubernetes with the systemd or cgroupfs driver, every
+/// QoS class; docker, containerd (cri and nerdctl), cri-o, podman (rootful and rootless); libvirt
+/// machine.slice scopes (systemd \xNN escapes decoded) and the libvirt cgroupfs layout.
+[[nodiscard]] WorkloadIdentity identify_cgroup_path(std::string_view path);
+
+/// The path to identify a process by, and what it says: the first of v2, v1 cpu, v1 name=systemd and
+/// the other v1 hierarchies that names a workload; else the most specific path (v2 unless it is "/").
+struct ChosenCgroup {
+    std::string path;
+    std::string controllers;  // of the hierarchy the path was taken from; empty for v2
+    WorkloadIdentity identity;
+};
+[[nodiscard]] ChosenCgroup choose_cgroup(const std::vector<CgroupLine>& lines);
+
+/// Decodes systemd unit-name escapes ("\x2d" → "-").
+[[nodiscard]] std::string systemd_unescape(std::string_view text);
+
+/// A qemu command line (NUL-separated /proc/<pid>/cmdline): -name guest=NAME,... and -uuid UUID.
+struct QemuIdentity {
+    bool is_qemu = false;
+    std::string name;
+    std::string uuid;
+};
+[[nodiscard]] QemuIdentity parse_qemu_cmdline(std::string_view cmdline);
+
+}  // namespace kepler::collect

@@ -1,0 +1,33 @@
+// log.hpp — one-line log messages on stderr via fmt: "kepler-collect: <level>: <text>".
+// Thread-safe (one write(2) per line).
+#pragma once
+
+#include <string_view>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace kepler::collect {
+
+enum class LogLevel { debug = 0, info = 1, warn = 2, error = 3 };
+
+void set_log_level(LogLevel level) noexcept;
+[[nodiscard]] LogLevel log_level() noexcept;
+void log_line(LogLevel level, std::string_view text) noexcept;
+
+template <class... Args>
+void log(LogLevel level, fmt::format_string<Args...> format, Args&&... args) {
+    if (level < log_level()) return;
+    log_line(level, fmt::format(format, std::forward<Args>(args)...));
+}
+
+template <class... Args>
+void log_info(fmt::format_string<Args...> format, Args&&... args) { log(LogLevel::info, format, std::forward<Args>(args)...); }
+template <class... Args>
+void log_warn(fmt::format_string<Args...> format, Args&&... args) { log(LogLevel::warn, format, std::forward<Args>(args)...); }
+template <class... Args>
+void log_error(fmt::format_string<Args...> format, Args&&... args) { log(LogLevel::error, format, std::forward<Args>(args)...); }
+template <class... Args>
+void log_debug(fmt::format_string<Args...> format, Args&&... args) { log(LogLevel::debug, format, std::forward<Args>(args)...); }
+
+}  // namespace kepler::collect
