@@ -1,0 +1,128 @@
+#include "test_support.hpp"
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "bpf_loader.hpp"
+#include "proc_stat.hpp"
+#include "text_io.hpp"
+
+namespace kepler::collect::testing {
+
+namespace {
+uint64_t thread_cpu_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+[[noreturn]] void child_main(int cpu, double duty) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    sched_setaffinity(0, sizeof set, &set);
+    setpriority(PRIO_PROCESS, 0, -20);  // fails without privilege; the tests say what they then check
+    constexpr uint64_t period_ns = 10'000'000;
+    volatile uint64_t sink = 0;
+    for (;;) {
+        const uint64_t until = thread_cpu_ns() + static_cast<uint64_t>(duty * period_ns);
+        while (thread_cpu_ns() < until) {
+            for (int i = 0; i < 1000; ++i) sink = sink + static_cast<uint64_t>(i);
+        }
+        if (duty < 1.0) {
+            const auto idle = std::chrono::nanoseconds(static_cast<int64_t>((1.0 - duty) * period_ns));
+            std::this_thread::sleep_for(idle);
+        }
+    }
+}
+}  // namespace
+
+BusyChild::BusyChild(int cpu, double duty) {
+    pid_ = fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    if (pid_ == 0) child_main(cpu, duty);
+}
+
+BusyChild::~BusyChild() { stop(); }
+
+uint64_t BusyChild::stop() {
+    if (pid_ <= 0) return 0;
+    kill(pid_, SIGKILL);
+    int status = 0;
+    rusage usage{};
+    wait4(pid_, &status, 0, &usage);
+    pid_ = -1;
+    auto ns = [](const timeval& tv) {
+        return static_cast<uint64_t>(tv.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(tv.tv_usec) * 1000ull;
+    };
+    return ns(usage.ru_utime) + ns(usage.ru_stime);
+}
+
+ProcTimes proc_times(pid_t pid) {
+    const auto stat = parse_proc_pid_stat(read_text_file_or_throw("/proc/" + std::to_string(pid) + "/stat", 4096));
+    if (!stat) throw std::runtime_error("unparsable /proc/<pid>/stat");
+    return ProcTimes{stat->start_ticks, (stat->utime_ticks + stat->stime_ticks) * ns_per_tick()};
+}
+
+uint64_t schedstat_ns(pid_t pid) {
+    const std::string text = read_text_file_or_throw("/proc/" + std::to_string(pid) + "/schedstat", 256);
+    const auto fields = split_fields(text);
+    if (fields.empty()) throw std::runtime_error("empty schedstat");
+    return parse_u64_or_throw(fields[0], "schedstat");
+}
+
+TempDir::TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base != nullptr ? base : "/tmp") + "/kepler-collect-test-XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+}
+
+TempDir::~TempDir() {
+    std::error_code ignored;
+    std::filesystem::permissions(path_, std::filesystem::perms::owner_all, std::filesystem::perm_options::add, ignored);
+    std::filesystem::remove_all(path_, ignored);
+}
+
+void TempDir::write(const std::string& relative, const std::string& content) const {
+    const std::filesystem::path file = path_ / relative;
+    std::filesystem::create_directories(file.parent_path());
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    out << content;
+    if (!out) throw std::runtime_error("cannot write " + file.string());
+}
+
+std::string bpf_skip_reason() {
+    if (geteuid() != 0) return "needs root (CAP_BPF + CAP_PERFMON) to load eBPF programs";
+    return bpf_prerequisite_problem();
+}
+
+std::string unique_segment_name(const std::string& stem) {
+    std::random_device entropy;
+    return stem + "-" + std::to_string(getpid()) + "-" + std::to_string(entropy() % 1000000);
+}
+
+int test_cpu() {
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 1 ? static_cast<int>(n - 1) : 0;
+}
+
+void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+}  // namespace kepler::collect::testing

@@ -1,0 +1,64 @@
+// test_support.hpp — helpers shared by the kepler-collect tests: child processes with a known CPU
+// pattern, reading a process's own accounting from /proc, temporary directories, privilege checks.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace kepler::collect::testing {
+
+/// A child process that burns CPU pinned to one CPU: busy all the time (duty 1.0) or busy for
+/// duty × 10 ms of its own CPU time per 10 ms period. With root it runs at nice −20 so other work on
+/// the machine (parallel builds) cannot take its CPU. Killed and reaped on destruction.
+class BusyChild {
+public:
+    BusyChild(int cpu, double duty);
+    BusyChild(const BusyChild&) = delete;
+    BusyChild& operator=(const BusyChild&) = delete;
+    ~BusyChild();
+    [[nodiscard]] pid_t pid() const noexcept { return pid_; }
+    /// Stops the child and returns its total CPU time from wait4's rusage.
+    uint64_t stop();
+
+private:
+    pid_t pid_ = -1;
+};
+
+/// /proc/<pid>/stat field 22 and utime+stime in ns (USER_HZ ticks converted).
+struct ProcTimes {
+    uint64_t start_ticks = 0;
+    uint64_t cpu_ns = 0;
+};
+[[nodiscard]] ProcTimes proc_times(pid_t pid);
+
+/// First field of /proc/<pid>/schedstat: on-CPU ns of all threads, exact (the scheduler's own sum).
+[[nodiscard]] uint64_t schedstat_ns(pid_t pid);
+
+/// A fresh directory under $TMPDIR, removed on destruction.
+class TempDir {
+public:
+    TempDir();
+    ~TempDir();
+    [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
+    /// Writes `content` to `relative` (parents created).
+    void write(const std::string& relative, const std::string& content) const;
+
+private:
+    std::filesystem::path path_;
+};
+
+/// Empty when eBPF tests can run here; else the reason to skip (not root, no BTF).
+[[nodiscard]] std::string bpf_skip_reason();
+
+/// A unique shared-memory segment name for this test process.
+[[nodiscard]] std::string unique_segment_name(const std::string& stem);
+
+/// The CPU a pinned child should use: the last online CPU (CPU 0 takes most interrupts).
+[[nodiscard]] int test_cpu();
+
+void sleep_ms(int ms);
+
+}  // namespace kepler::collect::testing
