@@ -6,6 +6,7 @@
 
 #include "app/estimator.hpp"
 #include "export/prometheus_export.hpp"
+#include "export/top_view.hpp"
 #include "read/frame_source.hpp"
 #include "support/test_frames.hpp"
 
@@ -235,4 +236,19 @@ TEST(Aggregation, UntrustedZoneValuesAreIgnored) {
     f.zones.push_back(TestZone{0, 9'000'000'000'000'000ull, true});     // 9 GJ in a second: broken counter
     ASSERT_TRUE(est.process(feed.frame(f)));
     EXPECT_EQ(node_total(est.ledger()), 12'500'000u);
+}
+
+TEST(TopView, ListsTheBiggestConsumersFirst) {
+    Feed feed(metered());
+    Estimator est(EstimatorOptions{});
+    ASSERT_TRUE(est.process(feed.frame(cluster_frame(kSecond, 10'000'000))));
+    const std::string text = render_top(est, 3);
+    EXPECT_NE(text.find("model measured"), std::string::npos) << text;
+    // system_processes holds pids 5, 7, 20 and 21 (140 ms of CPU): the top container.
+    const size_t system = text.find("system_processes");
+    const size_t kernel = text.find("kernel_processes");
+    ASSERT_NE(system, std::string::npos) << text;
+    ASSERT_NE(kernel, std::string::npos) << text;
+    EXPECT_LT(system, kernel);
+    EXPECT_EQ(text.find("c1 "), std::string::npos) << "only the top 3 containers";
 }
