@@ -345,6 +345,19 @@ enum keplershm_record_type {
     KEPLERSHM_RECORD_ZONE_INFO = 7,
     KEPLERSHM_RECORD_ESTIMATE = 8,
     KEPLERSHM_RECORD_SECTION = 9,
+    /* Structs of the C ABI that are not frame records (keplershm_record_size only, no schema entries),
+     * so bindings can check their mirrors of them too. */
+    KEPLERSHM_STRUCT_HEADER = 100,
+    KEPLERSHM_STRUCT_SEGMENT_INFO = 101,
+    KEPLERSHM_STRUCT_VIEW = 102,
+    KEPLERSHM_STRUCT_DRAFT = 103,
+    KEPLERSHM_STRUCT_FIELD = 104,
+    KEPLERSHM_STRUCT_READER_OPTS = 105,
+    KEPLERSHM_STRUCT_WRITER_OPTS = 106,
+    KEPLERSHM_STRUCT_RECORDER_OPTS = 107,
+    KEPLERSHM_STRUCT_RECORDING_HEADER = 108,
+    KEPLERSHM_STRUCT_RECORD_HEADER = 109,
+    KEPLERSHM_STRUCT_SLOT_CONTROL = 110,
 };
 
 enum keplershm_field_type {
@@ -504,7 +517,7 @@ KEPLERSHM_API const char *keplershm_last_error_detail(void);
 
 /* --- Layout introspection (for bindings) -------------------------------------------------------- */
 
-/* Size of a record type as compiled into this library (enum keplershm_record_type), or 0. */
+/* Size of a record type or ABI struct as compiled into this library (enum keplershm_record_type), or 0. */
 KEPLERSHM_API uint32_t keplershm_record_size(uint32_t record_type);
 /* The library's field schema: fills up to `capacity` entries, returns the total in *count. */
 KEPLERSHM_API int keplershm_schema(struct keplershm_field *fields, uint32_t capacity, uint32_t *count);
@@ -520,7 +533,8 @@ struct keplershm_reader_opts {
 
 struct keplershm_segment_info {
     size_t sz;                          /* caller sets sizeof(struct keplershm_segment_info) */
-    const struct keplershm_header *header; /* in the mapping (read-only); use the copied fields below */
+    const struct keplershm_header *header; /* the reader's validated private copy of the header (zones,
+                                           node facts); runtime fields below are read live */
     uint64_t generation;
     uint64_t segment_size;
     uint32_t abi_major;
@@ -578,8 +592,12 @@ KEPLERSHM_API int keplershm_reader_schema(keplershm_reader *reader, struct keple
 KEPLERSHM_API int keplershm_reader_latest(keplershm_reader *reader, uint64_t *sequence);
 /* Blocks until a frame newer than `after` is published, the writer goes away, or timeout. */
 KEPLERSHM_API int keplershm_reader_wait(keplershm_reader *reader, uint64_t after, int32_t timeout_ms);
-/* Frame `sequence` in place: OK, NOT_YET, or LAPPED (view->missed = frames lost). */
+/* Frame `sequence` in place: OK, NOT_YET, or LAPPED (view->missed = frames lost). For a recording,
+ * `sequence` is the frame's position in the file, from 1 (the view carries the frame's own number). */
 KEPLERSHM_API int keplershm_reader_acquire(keplershm_reader *reader, uint64_t sequence, struct keplershm_view *view);
+/* Field schema of the generation a view was read from (recordings may span several generations). */
+KEPLERSHM_API int keplershm_view_schema(keplershm_reader *reader, const struct keplershm_view *view,
+                                        struct keplershm_field *fields, uint32_t capacity, uint32_t *count);
 /* OK while an in-place view is intact; LAPPED once the writer started to overwrite it. */
 KEPLERSHM_API int keplershm_reader_validate(keplershm_reader *reader, const struct keplershm_view *view);
 /* Frame `sequence` copied into the reader's private buffer (valid until the next copy on this reader). */
@@ -678,6 +696,8 @@ KEPLERSHM_API int keplershm_recorder_append(keplershm_recorder *recorder, kepler
 /* Follows a live reader: appends frames for up to duration_ms (0: until max_bytes or the writer retires). */
 KEPLERSHM_API int keplershm_recorder_follow(keplershm_recorder *recorder, keplershm_reader *reader,
                                             uint64_t duration_ms, uint64_t *frames_written);
+/* Frames and bytes written so far (either pointer may be NULL). */
+KEPLERSHM_API int keplershm_recorder_stats(keplershm_recorder *recorder, uint64_t *frames, uint64_t *bytes);
 KEPLERSHM_API int keplershm_recorder_close(keplershm_recorder *recorder);
 
 /* ---------------------------------------------------------------------------------------------- */

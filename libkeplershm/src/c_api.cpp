@@ -157,6 +157,17 @@ uint32_t keplershm_record_size(uint32_t record_type) {
     case KEPLERSHM_RECORD_ZONE_INFO: return sizeof(keplershm_zone_info);
     case KEPLERSHM_RECORD_ESTIMATE: return sizeof(keplershm_estimate);
     case KEPLERSHM_RECORD_SECTION: return sizeof(keplershm_section);
+    case KEPLERSHM_STRUCT_HEADER: return sizeof(keplershm_header);
+    case KEPLERSHM_STRUCT_SEGMENT_INFO: return sizeof(keplershm_segment_info);
+    case KEPLERSHM_STRUCT_VIEW: return sizeof(keplershm_view);
+    case KEPLERSHM_STRUCT_DRAFT: return sizeof(keplershm_draft);
+    case KEPLERSHM_STRUCT_FIELD: return sizeof(keplershm_field);
+    case KEPLERSHM_STRUCT_READER_OPTS: return sizeof(keplershm_reader_opts);
+    case KEPLERSHM_STRUCT_WRITER_OPTS: return sizeof(keplershm_writer_opts);
+    case KEPLERSHM_STRUCT_RECORDER_OPTS: return sizeof(keplershm_recorder_opts);
+    case KEPLERSHM_STRUCT_RECORDING_HEADER: return sizeof(keplershm_recording_header);
+    case KEPLERSHM_STRUCT_RECORD_HEADER: return sizeof(keplershm_record_header);
+    case KEPLERSHM_STRUCT_SLOT_CONTROL: return sizeof(keplershm_slot_control);
     default: return 0;
     }
 }
@@ -231,6 +242,20 @@ int keplershm_reader_acquire(keplershm_reader* reader, uint64_t sequence, kepler
 
 int keplershm_reader_copy(keplershm_reader* reader, uint64_t sequence, keplershm_view* view) {
     return guarded([&] { return read_frame(reader, view, &Reader::copy, sequence); });
+}
+
+int keplershm_view_schema(keplershm_reader* reader, const keplershm_view* view, struct keplershm_field* fields,
+                          uint32_t capacity, uint32_t* count) {
+    return guarded([&] {
+        require(reader, "reader");
+        require(count, "count");
+        const FrameView frame = widen(view);
+        const detail::Layout* layout = reader->reader.impl().layout_for(frame.raw());
+        if (layout == nullptr) fail(KEPLERSHM_E_INVALID_ARGUMENT, "the view was not read by this reader");
+        *count = static_cast<uint32_t>(layout->schema.size());
+        if (fields != nullptr) std::memcpy(fields, layout->schema.data(), std::min<size_t>(capacity, layout->schema.size()) * sizeof *fields);
+        return KEPLERSHM_OK;
+    });
 }
 
 int keplershm_reader_validate(keplershm_reader* reader, const keplershm_view* view) {
@@ -418,6 +443,15 @@ int keplershm_recorder_follow(keplershm_recorder* recorder, keplershm_reader* re
         require(reader, "reader");
         const uint64_t n = recorder->recorder.follow(reader->reader, std::chrono::milliseconds(duration_ms));
         if (frames_written != nullptr) *frames_written = n;
+        return KEPLERSHM_OK;
+    });
+}
+
+int keplershm_recorder_stats(keplershm_recorder* recorder, uint64_t* frames, uint64_t* bytes) {
+    return guarded([&] {
+        require(recorder, "recorder");
+        if (frames != nullptr) *frames = recorder->recorder.frames_written();
+        if (bytes != nullptr) *bytes = recorder->recorder.bytes_written();
         return KEPLERSHM_OK;
     });
 }

@@ -109,6 +109,15 @@ int main(int argc, char **argv) {
     if (keplershm_reader_acquire(reader, 1, &view) != KEPLERSHM_E_LAPPED) return 1; /* 4 slots */
     CHECK(keplershm_reader_copy(reader, 5, &view));
     if (check_frame(&view, 5) != 0) return 1;
+    {
+        uint64_t recorded = 0, bytes = 0;
+        struct keplershm_field fields[256];
+        uint32_t field_count = 0;
+        CHECK(keplershm_recorder_stats(recorder, &recorded, &bytes));
+        if (recorded != 5 || bytes == 0) return 1;
+        CHECK(keplershm_view_schema(reader, &view, fields, 256, &field_count));
+        if (field_count == 0 || field_count > 256 || keplershm_record_size(KEPLERSHM_STRUCT_VIEW) != sizeof view) return 1;
+    }
     CHECK(keplershm_recorder_close(recorder));
 
     memset(&ropts, 0, sizeof ropts);
