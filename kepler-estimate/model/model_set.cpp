@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "model/external_model.hpp"
 #include "model/xgboost_model.hpp"
 
 namespace kepler_estimate {
@@ -24,6 +25,16 @@ struct ModelSet::Entry {
     std::optional<std::string> refused;        // for the latest frame's node
 };
 
+namespace {
+std::string no_answer_reason(const ModelSet::Entry& e) {
+    switch (e.spec.kind) {
+        case ModelSpec::Kind::measured: return "no valid meter reading in the frame";
+        case ModelSpec::Kind::external: return static_cast<const ExternalModel&>(*e.model).state();
+        default: return "needed features missing from the frame";
+    }
+}
+}  // namespace
+
 ModelSet::ModelSet(std::vector<ModelSpec> specs, std::optional<std::string> primary, ModelSetOptions options)
     : specs_(with_builtin_models(std::move(specs))), primary_(std::move(primary)), options_(options) {
     for (const ModelSpec& spec : specs_) {
@@ -33,6 +44,9 @@ ModelSet::ModelSet(std::vector<ModelSpec> specs, std::optional<std::string> prim
         entry->report.kind = std::string(to_string(spec.kind));
         if (spec.kind == ModelSpec::Kind::measured) entry->model = make_measured_model();
         if (spec.kind == ModelSpec::Kind::curve) entry->model = make_curve_model(spec.name, spec.curve);
+        if (spec.kind == ModelSpec::Kind::external) {
+            entry->model = std::make_unique<ExternalModel>(spec.name, spec.source, options.external_wait);
+        }
         if (spec.kind == ModelSpec::Kind::xgboost) entry->state = fmt::format("waiting for {}", metadata_path(spec.path).string());
         entry->report.reason = entry->state.empty() ? "no frame yet" : entry->state;
         entries_.push_back(std::move(entry));
@@ -86,6 +100,7 @@ int ModelSet::rank(const Entry& e, const NodeFacts& node) const {
     switch (e.spec.kind) {
         case ModelSpec::Kind::measured: return 0;
         case ModelSpec::Kind::xgboost: return 1 + static_cast<int>(e.model->cpu_match(node));
+        case ModelSpec::Kind::external: return 5;
         case ModelSpec::Kind::curve: return 10;
     }
     return 20;
@@ -162,6 +177,7 @@ ModelSetResult ModelSet::estimate(const FrameInput& in) {
         if (chosen) {
             const Entry& c = *entries_[*chosen];
             if (c.spec.kind == ModelSpec::Kind::measured) why = "measured power";
+            else if (c.spec.kind == ModelSpec::Kind::external) why = "no meter and no eligible XGBoost model; external model answered";
             else if (c.spec.kind == ModelSpec::Kind::xgboost) why = fmt::format("no meter; best model for this cpu ({})", to_string(c.model->cpu_match(in.node)));
             else why = "fallback: no meter and no eligible trained model";
             why += primary_note;
@@ -174,7 +190,7 @@ ModelSetResult ModelSet::estimate(const FrameInput& in) {
         if (chosen == i) e.report.reason = why;
         else if (!e.state.empty()) e.report.reason = e.state;
         else if (e.refused) e.report.reason = "refused: " + *e.refused;
-        else if (!answers[i]) e.report.reason = e.spec.kind == ModelSpec::Kind::measured ? "no valid meter reading in the frame" : "needed features missing from the frame";
+        else if (!answers[i]) e.report.reason = no_answer_reason(e);
         else e.report.reason = fmt::format("standby: {} is preferred", chosen ? entries_[*chosen]->spec.name : "none");
     }
 

@@ -2,6 +2,7 @@
 // model files, and each model's error against the meter.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -39,6 +40,7 @@ struct ModelSetResult {
 struct ModelSetOptions {
     int xgboost_threads = 1;
     size_t mape_window = 60;  // frames in the rolling MAPE
+    std::chrono::milliseconds external_wait{200};  // how long to wait for an external model's answer
 };
 
 /// Owns the configured models. Not thread-safe: the pipeline thread calls it; the exporter reads
@@ -58,8 +60,9 @@ public:
     /// Model file directories to watch (xgboost specs).
     [[nodiscard]] std::vector<std::filesystem::path> watched_paths() const;
 
-private:
     struct Entry;
+
+private:
     void track_error(Entry& entry, const NodeEnergy& measured, const NodeEnergy& predicted, double seconds);
     int rank(const Entry& entry, const NodeFacts& node) const;
 

@@ -51,6 +51,7 @@ std::string_view to_string(ModelSpec::Kind kind) noexcept {
         case ModelSpec::Kind::measured: return "measured";
         case ModelSpec::Kind::curve: return "curve";
         case ModelSpec::Kind::xgboost: return "xgboost";
+        case ModelSpec::Kind::external: return "external";
     }
     return "?";
 }
@@ -75,9 +76,12 @@ ModelSpec parse_model_spec(std::string_view text) {
     } else if (kind == "xgboost" && !args.empty()) {
         spec.kind = ModelSpec::Kind::xgboost;
         spec.path = std::filesystem::path(std::string(args));
+    } else if (kind == "external" && !args.empty()) {
+        spec.kind = ModelSpec::Kind::external;
+        spec.source = std::string(args);
     } else {
         throw std::invalid_argument(fmt::format(
-            "model spec \"{}\" is not one of measured, curve[:idle_w=W,max_w=W], xgboost:PATH", body));
+            "model spec \"{}\" is not one of measured, curve[:idle_w=W,max_w=W], xgboost:PATH, external:SEGMENT", body));
     }
     return spec;
 }
@@ -86,8 +90,8 @@ std::vector<ModelSpec> with_builtin_models(std::vector<ModelSpec> specs) {
     auto has = [&](ModelSpec::Kind kind, std::string_view name) {
         return std::any_of(specs.begin(), specs.end(), [&](const ModelSpec& s) { return s.kind == kind || s.name == name; });
     };
-    if (!has(ModelSpec::Kind::measured, "measured")) specs.insert(specs.begin(), ModelSpec{"measured", ModelSpec::Kind::measured, {}, {}});
-    if (!has(ModelSpec::Kind::curve, "curve")) specs.push_back(ModelSpec{"curve", ModelSpec::Kind::curve, {}, {}});
+    if (!has(ModelSpec::Kind::measured, "measured")) specs.insert(specs.begin(), ModelSpec{"measured", ModelSpec::Kind::measured, {}, {}, {}});
+    if (!has(ModelSpec::Kind::curve, "curve")) specs.push_back(ModelSpec{"curve", ModelSpec::Kind::curve, {}, {}, {}});
     return specs;
 }
 

@@ -12,14 +12,16 @@ namespace kepler_estimate {
 
 /// One configured model. Plain value.
 struct ModelSpec {
-    enum class Kind { measured, curve, xgboost };
+    enum class Kind { measured, curve, xgboost, external };
     std::string name;
     Kind kind = Kind::curve;
     CurveParams curve;               // Kind::curve
     std::filesystem::path path;      // Kind::xgboost: model directory or metadata file
+    std::string source;              // Kind::external: estimates segment name or recording path
 };
 
-/// Parses `NAME=SPEC` with SPEC one of `measured`, `curve[:idle_w=W,max_w=W]`, `xgboost:PATH`.
+/// Parses `NAME=SPEC` with SPEC one of `measured`, `curve[:idle_w=W,max_w=W]`, `xgboost:PATH`,
+/// `external:SEGMENT` (an estimates segment, or a recording of one).
 /// Throws std::invalid_argument with a message that quotes the bad part.
 [[nodiscard]] ModelSpec parse_model_spec(std::string_view text);
 [[nodiscard]] std::string_view to_string(ModelSpec::Kind kind) noexcept;

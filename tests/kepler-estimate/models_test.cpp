@@ -59,11 +59,14 @@ TEST(ModelSpec, ParsesTheThreeKinds) {
     const ModelSpec x = parse_model_spec("xgb=xgboost:/models/nx12");
     EXPECT_EQ(x.kind, ModelSpec::Kind::xgboost);
     EXPECT_EQ(x.path, "/models/nx12");
+    const ModelSpec e = parse_model_spec("py=external:notebook-estimates");
+    EXPECT_EQ(e.kind, ModelSpec::Kind::external);
+    EXPECT_EQ(e.source, "notebook-estimates");
 }
 
 TEST(ModelSpec, RejectsBadSpecsWithTheBadPart) {
     for (const char* bad : {"nonsense", "=curve", "a b=curve", "x=curve:idle_w=abc", "x=curve:max_w=1,idle_w=2",
-                            "x=curve:volts=3", "x=xgboost", "x=xgboost:", "x=linear", "x=measured:foo", "x=curve:idle_w=-1"}) {
+                            "x=curve:volts=3", "x=xgboost", "x=xgboost:", "x=external", "x=external:", "x=linear", "x=measured:foo", "x=curve:idle_w=-1"}) {
         EXPECT_THROW((void)parse_model_spec(bad), std::invalid_argument) << bad;
     }
     try {
@@ -177,4 +180,65 @@ TEST(AbTest, KeplerNamesCarryOnlyThePrimaryAndEveryModelHasItsErrors) {
     EXPECT_FALSE(found) << "the meter has no error against itself";
     EXPECT_EQ(series(families, "kepler_model_info", {{"model", "small"}, {"selected", "true"}, {"reason", "primary (--primary)"}}), 1.0);
     EXPECT_EQ(series(families, "kepler_model_info", {{"model", "meter"}, {"selected", "false"}}), 1.0);
+}
+
+TEST(ExternalModel, AnswersFromAnEstimatesSegmentAreImportedAndCompared) {
+    Feed collector(node_options(4, kProcfsMetrics, {zone_info("package-0", KEPLERSHM_ZONE_PACKAGE, 0)}));
+    // The external model (e.g. a Python notebook) publishes through the same protocol.
+    const std::string estimates_name = unique_segment_name("estimates");
+    keplershm::WriterOptions eo;
+    eo.segment_kind = KEPLERSHM_SEGMENT_ESTIMATES;
+    eo.node_name = "notebook";
+    eo.cpu_model = "v1";
+    eo.zones = {zone_info("package", KEPLERSHM_ZONE_PACKAGE, 0)};
+    eo.process_capacity = 16;
+    keplershm::Writer estimates(estimates_name, eo);
+    auto answer = [&](const keplershm::FrameView& frame, double joules) {
+        keplershm::Draft d = estimates.begin();
+        d.frame().interval_start_ns = frame.interval_start_ns();
+        d.frame().interval_end_ns = frame.interval_end_ns();
+        d.frame().producer_sequence = frame.sequence();
+        d.frame().producer_generation = frame.generation();
+        keplershm_estimate e{};
+        e.zone_index = 0;
+        e.workload_index = 0xffffffffu;
+        e.energy_joules = joules;
+        e.power_watts = joules;
+        d.add_estimate(e);
+        keplershm_estimate per_process = e;  // per-process rows are not a node model's answer
+        per_process.pid = 42;
+        per_process.energy_joules = 1000;
+        d.add_estimate(per_process);
+        estimates.commit(d);
+    };
+
+    EstimatorOptions options;
+    options.models = {parse_model_spec("py=external:" + estimates_name)};
+    options.primary = "py";
+    options.model_set.external_wait = std::chrono::milliseconds(20);
+    Estimator est(options);
+    const keplershm::FrameView& first = collector.frame(simple_frame(kSecond, kSecond, {kSecond}, {8'000'000}));
+    answer(first, 10.0);
+    ASSERT_TRUE(est.process(first));
+    EXPECT_EQ(est.primary_model(), "py");
+    EXPECT_EQ(est.last_attribution().zones.at(0).node.total_uj, 10'000'000u);
+    EXPECT_NEAR(report(est, "py").abs_error_w.at(ZoneKind::package), 2.0, 1e-9);
+    EXPECT_NEAR(report(est, "py").mape.at(ZoneKind::package), 0.25, 1e-9);
+
+    // No answer for this frame (the model is late or gone): the meter takes over, with the reason.
+    const keplershm::FrameView& second = collector.frame(simple_frame(2 * kSecond, kSecond, {kSecond}, {8'000'000}));
+    ASSERT_TRUE(est.process(second));
+    EXPECT_EQ(est.primary_model(), "measured");
+    EXPECT_NE(report(est, "py").reason.find("no answer from"), std::string::npos) << report(est, "py").reason;
+}
+
+TEST(ExternalModel, WaitsForItsSegment) {
+    Feed collector(node_options(4, kProcfsMetrics));
+    EstimatorOptions options;
+    options.models = {parse_model_spec("py=external:" + unique_segment_name("absent"))};
+    options.model_set.external_wait = std::chrono::milliseconds(1);
+    Estimator est(options);
+    ASSERT_TRUE(est.process(collector.frame(simple_frame(kSecond, kSecond, {kSecond}))));
+    EXPECT_EQ(est.primary_model(), "curve");
+    EXPECT_NE(report(est, "py").reason.find("waiting for estimates segment"), std::string::npos) << report(est, "py").reason;
 }
