@@ -95,6 +95,32 @@ bool wait_for(const std::function<bool()>& done, std::chrono::seconds timeout) {
     return done();
 }
 
+/// Prometheus scraping 127.0.0.1:`target_port` every second, listening on `port`.
+Child start_prometheus(const fs::path& dir, int target_port, int port) {
+    std::ofstream(dir / "prometheus.yml") << fmt::format(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: kepler\n"
+        "    static_configs:\n      - targets: ['127.0.0.1:{}']\n",
+        target_port);
+    return Child({"/usr/bin/prometheus", "--config.file=" + (dir / "prometheus.yml").string(),
+                  "--storage.tsdb.path=" + (dir / "data").string(), fmt::format("--web.listen-address=127.0.0.1:{}", port)},
+                 (dir / "prometheus.log").string());
+}
+
+/// At several evaluation times: the containers' energy equals the node's (each scrape is one
+/// consistent snapshot), and no counter was ever reset. `node` is the PromQL of the node's total.
+void expect_conserved_and_monotonic(int port, const std::string& node) {
+    for (int i = 0; i < 3; ++i) {
+        const std::optional<double> diff = query(port, "sum(kepler_container_joules_total) - (" + node + ")");
+        const std::optional<double> total = query(port, node);
+        ASSERT_TRUE(diff && total);
+        EXPECT_GT(*total, 0.0);
+        EXPECT_NEAR(*diff, 0.0, 1e-9 * *total + 1e-6) << "container energy must sum to the node's";
+        std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    }
+    EXPECT_EQ(query(port, "sum(resets(kepler_node_package_joules_total[5m])) + sum(resets(kepler_container_joules_total[5m]))"), 0.0)
+        << "no counter may decrease, also across the writer restart";
+}
+
 }  // namespace
 
 TEST(PrometheusEndToEnd, ContainerEnergySumsToTheNodeInPromQL) {
@@ -119,14 +145,7 @@ TEST(PrometheusEndToEnd, ContainerEnergySumsToTheNodeInPromQL) {
     EXPECT_EQ(lint, "");
     EXPECT_NE(metrics.find("kepler_estimator_frame_latency_seconds_bucket"), std::string::npos);
 
-    std::ofstream(dir.path() / "prometheus.yml") << fmt::format(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: kepler\n"
-        "    static_configs:\n      - targets: ['127.0.0.1:{}']\n",
-        estimator_port);
-    Child prometheus({"/usr/bin/prometheus", "--config.file=" + (dir.path() / "prometheus.yml").string(),
-                      "--storage.tsdb.path=" + (dir.path() / "data").string(), fmt::format("--web.listen-address=127.0.0.1:{}", prometheus_port)},
-                     (dir.path() / "prometheus.log").string());
-
+    Child prometheus = start_prometheus(dir.path(), estimator_port, prometheus_port);
     const std::string node = "sum(kepler_node_package_joules_total) + sum(kepler_node_dram_joules_total)";
     ASSERT_TRUE(wait_for([&] { return query(prometheus_port, "count(kepler_container_joules_total)").value_or(0) >= 4; }, std::chrono::seconds(60)))
         << read_file((dir.path() / "prometheus.log").string());
@@ -139,17 +158,38 @@ TEST(PrometheusEndToEnd, ContainerEnergySumsToTheNodeInPromQL) {
     const double before = query(prometheus_port, node).value_or(0);
     ASSERT_TRUE(wait_for([&] { return query(prometheus_port, node).value_or(0) > before + 0.5; }, std::chrono::seconds(30)));
 
-    // One scrape is one consistent snapshot: at any evaluation time the two sums agree.
-    for (int i = 0; i < 3; ++i) {
-        const std::optional<double> diff = query(prometheus_port, "sum(kepler_container_joules_total) - (" + node + ")");
-        const std::optional<double> total = query(prometheus_port, node);
-        ASSERT_TRUE(diff && total);
-        EXPECT_GT(*total, 0.0);
-        EXPECT_NEAR(*diff, 0.0, 1e-9 * *total + 1e-6) << "container energy must sum to the node's";
-        std::this_thread::sleep_for(std::chrono::milliseconds(1100));
-    }
-    EXPECT_EQ(query(prometheus_port, "sum(resets(kepler_node_package_joules_total[5m])) + sum(resets(kepler_container_joules_total[5m]))"), 0.0)
-        << "no counter may decrease, also across the writer restart";
+    expect_conserved_and_monotonic(prometheus_port, node);
     EXPECT_GE(query(prometheus_port, "count(kepler_process_joules_total)").value_or(0), 3.0);
     EXPECT_EQ(query(prometheus_port, "sum(kepler_model_info{selected=\"true\",model=\"measured\"})"), 1.0);
 }
+
+#ifdef COLLECT_BINARY
+TEST(PrometheusEndToEnd, FedByTheRealCollector) {
+    if (!fs::exists("/usr/bin/prometheus")) GTEST_SKIP() << "no Prometheus server (Debian package prometheus)";
+    TempDir dir;
+    const std::string segment = unique_segment_name("e2e-collect");
+    const int estimator_port = free_port();
+    const int prometheus_port = free_port();
+    auto start_collector = [&](const std::string& log) {
+        return std::make_unique<Child>(std::vector<std::string>{COLLECT_BINARY, "--shm-name", segment, "--interval", "250ms", "--source",
+                                                                "procfs", "--kube", "off", "--replace-live"},
+                                       (dir.path() / log).string());
+    };
+    auto collector = start_collector("collector-1.log");
+    Child estimator({ESTIMATE_BINARY, "--shm-name", segment, "--listen", fmt::format("127.0.0.1:{}", estimator_port)},
+                    (dir.path() / "estimator.log").string());
+    Child prometheus = start_prometheus(dir.path(), estimator_port, prometheus_port);
+    const std::string node = "sum(kepler_node_package_joules_total)";  // this VM has no meter: the curve
+    ASSERT_TRUE(wait_for([&] { return query(prometheus_port, node).value_or(0) > 0; }, std::chrono::seconds(60)))
+        << read_file((dir.path() / "estimator.log").string()) << read_file((dir.path() / "collector-1.log").string());
+
+    collector.reset();  // SIGTERM: the collector retires its segment; a new one starts over
+    collector = start_collector("collector-2.log");
+    const double before = query(prometheus_port, node).value_or(0);
+    ASSERT_TRUE(wait_for([&] { return query(prometheus_port, node).value_or(0) > before + 1.0; }, std::chrono::seconds(30)))
+        << read_file((dir.path() / "collector-2.log").string());
+
+    expect_conserved_and_monotonic(prometheus_port, node);
+    EXPECT_EQ(query(prometheus_port, "sum(kepler_model_info{selected=\"true\",model=\"curve\"})"), 1.0);
+}
+#endif
