@@ -9,12 +9,15 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "app/estimator.hpp"
 #include "read/frame_source.hpp"
+#include "support/subprocess.hpp"
 #include "support/test_frames.hpp"
 
 using namespace kepler_estimate;
@@ -92,26 +95,42 @@ std::vector<uint64_t> node_busy_ns() {
     return out;
 }
 
+/// Three children burning their duty cycles; killed at destruction. Not thread-safe.
+struct DutyChildren {
+    std::vector<double> duties{0.10, 0.20, 0.40};
+    std::vector<pid_t> pids;
+    DutyChildren() {
+        for (double duty : duties) {
+            const pid_t pid = fork();
+            if (pid == 0) burn(duty);
+            pids.push_back(pid);
+        }
+    }
+    ~DutyChildren() {
+        for (pid_t p : pids) {
+            kill(p, SIGKILL);
+            waitpid(p, nullptr, 0);
+        }
+    }
+};
+
+/// Sum over both modes of `family{pid="<pid>",...}` in Prometheus text.
+double process_joules(const std::string& text, pid_t pid) {
+    double sum = 0;
+    const std::string key = "kepler_process_joules_total{pid=\"" + std::to_string(pid) + "\"";
+    for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + 1)) {
+        const size_t space = text.find("} ", at);
+        sum += std::stod(text.substr(space + 2, text.find('\n', space) - space - 2));
+    }
+    return sum;
+}
+
 }  // namespace
 
 TEST(Accuracy, EnergySharesFollowCpuSharesUnderAFakeRaplMeter) {
-    const std::vector<double> duties = {0.10, 0.20, 0.40};
-    std::vector<pid_t> children;
-    for (double duty : duties) {
-        const pid_t pid = fork();
-        ASSERT_GE(pid, 0);
-        if (pid == 0) burn(duty);
-        children.push_back(pid);
-    }
-    struct Reap {
-        std::vector<pid_t>& pids;
-        ~Reap() {
-            for (pid_t p : pids) {
-                kill(p, SIGKILL);
-                waitpid(p, nullptr, 0);
-            }
-        }
-    } reap{children};
+    DutyChildren kids;
+    const std::vector<double>& duties = kids.duties;
+    const std::vector<pid_t>& children = kids.pids;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
 
     const uint32_t cpus = static_cast<uint32_t>(node_busy_ns().size());
@@ -181,3 +200,72 @@ TEST(Accuracy, EnergySharesFollowCpuSharesUnderAFakeRaplMeter) {
     }
     EXPECT_EQ(estimator.primary_model(), "measured");
 }
+
+#ifdef COLLECT_BINARY
+// The same with the real collector (procfs) reading a fake RAPL tree (--sysfs-root) whose counter a
+// thread here advances like a meter would: idle + k x busy CPU time from /proc/stat.
+TEST(Accuracy, WithTheRealCollectorAndAFakeRaplTree) {
+    TempDir dir;
+    const std::filesystem::path zone = dir.path() / "class" / "powercap" / "intel-rapl:0";
+    std::filesystem::create_directories(zone);
+    std::ofstream(zone / "name") << "package-0\n";
+    std::ofstream(zone / "max_energy_range_uj") << "262143328850\n";
+    std::ofstream(zone / "energy_uj") << "1000\n";
+    std::atomic<bool> stop{false};
+    std::thread meter([&] {
+        double energy_uj = 1000;
+        std::vector<uint64_t> last = node_busy_ns();
+        uint64_t last_t = now_ns();
+        while (!stop) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            const std::vector<uint64_t> busy = node_busy_ns();
+            const uint64_t t = now_ns();
+            uint64_t busy_ns = 0;
+            for (size_t c = 0; c < busy.size(); ++c) busy_ns += busy[c] - last[c];
+            energy_uj += kIdleWatts * static_cast<double>(t - last_t) / 1e3 + kWattsPerBusyCore * static_cast<double>(busy_ns) / 1e3;
+            last = busy;
+            last_t = t;
+            std::ofstream(zone / "energy_uj.tmp") << static_cast<uint64_t>(energy_uj) << "\n";
+            std::filesystem::rename(zone / "energy_uj.tmp", zone / "energy_uj");  // a reader never sees half a number
+        }
+    });
+    struct Join {
+        std::atomic<bool>& stop;
+        std::thread& thread;
+        ~Join() {
+            stop = true;
+            thread.join();
+        }
+    } join{stop, meter};
+
+    DutyChildren children;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const std::string segment = unique_segment_name("accuracy-collect");
+    Child collector({COLLECT_BINARY, "--shm-name", segment, "--interval", "250ms", "--source", "procfs", "--kube", "off",
+                     "--sysfs-root", dir.path().string()},
+                    (dir.path() / "collector.log").string());
+    std::vector<uint64_t> start_cpu;
+    for (pid_t p : children.pids) start_cpu.push_back(cpu_ns(p));
+    const std::filesystem::path prom = dir.path() / "out.prom";
+    std::string log;
+    const int rc = run_command({ESTIMATE_BINARY, "--shm-name", segment, "--listen", "none", "--process-metrics", "--duration", "5",
+                                "--prom-out", prom.string()},
+                               log);
+    ASSERT_EQ(rc, 0) << log;
+    std::vector<double> cpu, energy;
+    const std::string text = read_file(prom.string());
+    for (size_t i = 0; i < children.pids.size(); ++i) {
+        cpu.push_back(static_cast<double>(cpu_ns(children.pids[i]) - start_cpu[i]));
+        energy.push_back(process_joules(text, children.pids[i]));
+    }
+    ASSERT_NE(text.find("source=\"rapl\""), std::string::npos) << "the fake meter must be the power source\n"
+                                                               << read_file((dir.path() / "collector.log").string());
+    const double cpu_sum = cpu[0] + cpu[1] + cpu[2], energy_sum = energy[0] + energy[1] + energy[2];
+    ASSERT_GT(energy_sum, 0) << text.substr(0, 2000);
+    for (size_t i = 0; i < cpu.size(); ++i) {
+        const double energy_share = 100 * energy[i] / energy_sum, cpu_share = 100 * cpu[i] / cpu_sum;
+        std::printf("child %zu (duty %.0f%%): cpu share %.1f%%, energy share %.1f%%\n", i, 100 * children.duties[i], cpu_share, energy_share);
+        EXPECT_NEAR(energy_share, cpu_share, 3.0) << "child " << i;
+    }
+}
+#endif
