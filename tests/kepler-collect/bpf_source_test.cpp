@@ -54,6 +54,7 @@ TEST(BpfSource, BusyChildGetsWholeIntervalEveryFrameAndMatchesProcStat) {
 
     uint64_t previous_boundary = 0;
     uint64_t previous_schedstat = testing::schedstat_ns(child.pid());
+    std::string history = "first " + std::to_string(total) + " at schedstat " + std::to_string(previous_schedstat);
     SourceSample last;
     for (int frame = 0; frame < 4; ++frame) {
         testing::sleep_ms(1000);
@@ -62,6 +63,7 @@ TEST(BpfSource, BusyChildGetsWholeIntervalEveryFrameAndMatchesProcStat) {
         const ProcessActivity* p = find(s, child.pid());
         ASSERT_NE(p, nullptr) << "frame " << frame << ": the busy child is missing";
         total += p->cpu_time_ns;
+        history += "; frame " + std::to_string(p->cpu_time_ns) + " at schedstat " + std::to_string(schedstat);
         if (previous_boundary != 0) {
             const uint64_t interval = s.read_time_ns - previous_boundary;
             EXPECT_GE(p->cpu_time_ns, interval * 85 / 100)
@@ -81,7 +83,8 @@ TEST(BpfSource, BusyChildGetsWholeIntervalEveryFrameAndMatchesProcStat) {
     ASSERT_NE(p, nullptr);
     EXPECT_EQ(p->key.start_ticks, proc.start_ticks) << "start time must equal /proc/<pid>/stat field 22";
     EXPECT_NEAR(static_cast<double>(total), static_cast<double>(proc.cpu_ns), 0.05 * proc.cpu_ns)
-        << "total over all frames vs /proc/<pid>/stat utime+stime";
+        << "total over all frames vs /proc/<pid>/stat utime+stime; schedstat now " << testing::schedstat_ns(child.pid())
+        << "; " << history;
 }
 
 TEST(BpfSource, HalfDutyChildShowsAboutHalf) {

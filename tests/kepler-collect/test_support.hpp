@@ -11,8 +11,9 @@
 namespace kepler::collect::testing {
 
 /// A child process that burns CPU pinned to one CPU: busy all the time (duty 1.0) or busy for
-/// duty × 10 ms of its own CPU time per 10 ms period. With root it runs at nice −20 so other work on
-/// the machine (parallel builds) cannot take its CPU. Killed and reaped on destruction.
+/// duty × 10 ms of its own CPU time, then sleeping (1 − duty) × 10 ms. With root it runs in a session
+/// of its own at nice −20, task and autogroup, so other work on the machine (parallel builds) cannot
+/// take its CPU. Killed and reaped on destruction.
 class BusyChild {
 public:
     BusyChild(int cpu, double duty);
