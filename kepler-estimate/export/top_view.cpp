@@ -16,7 +16,7 @@ std::string render_top(const Estimator& est, size_t rows) {
                                   est.last_sequence(), est.primary_model(), to_string(est.idle_policy()));
     for (size_t z = 0; z < ledger.zones().size() && z < ledger.node().interval.size(); ++z) {
         const EnergyPair& e = ledger.node().interval[z];
-        out += fmt::format("  {:<9} package {:<3} {:9.2f} W  (dynamic {:8.2f} W, idle {:8.2f} W)\n", zone_name(ledger.zones()[z].kind),
+        out += fmt::format("  {:<9} socket {:<3} {:9.2f} W  (dynamic {:8.2f} W, idle {:8.2f} W)\n", zone_name(ledger.zones()[z].kind),
                            socket_label(ledger.zones()[z].socket), static_cast<double>(e.dynamic_uj + e.idle_uj) / 1e6 / dt,
                            static_cast<double>(e.dynamic_uj) / 1e6 / dt, static_cast<double>(e.idle_uj) / 1e6 / dt);
     }
