@@ -590,7 +590,8 @@ KEPLERSHM_API int keplershm_reader_schema(keplershm_reader *reader, struct keple
                                           uint32_t *count);
 /* Published frame number of the newest frame (0 if none). */
 KEPLERSHM_API int keplershm_reader_latest(keplershm_reader *reader, uint64_t *sequence);
-/* Blocks until a frame newer than `after` is published, the writer goes away, or timeout. */
+/* Blocks until a frame newer than `after` is published, the writer goes away, or timeout. WRITER_GONE is
+ * returned as soon as the loss is seen; waiting again then polls for a successor writer until timeout. */
 KEPLERSHM_API int keplershm_reader_wait(keplershm_reader *reader, uint64_t after, int32_t timeout_ms);
 /* Frame `sequence` in place: OK, NOT_YET, or LAPPED (view->missed = frames lost). For a recording,
  * `sequence` is the frame's position in the file, from 1 (the view carries the frame's own number). */

@@ -182,8 +182,12 @@ Status ReaderImpl::wait(uint64_t after, milliseconds timeout) {
         const nanoseconds remaining(deadline > now ? deadline - now : 0);
         if (writer_gone()) {
             if (options_.reattach && reattach()) return Status::ok;  // a new generation: look again
-            if (remaining.count() == 0) return Status::writer_gone;
-            // Nobody will wake the futex of a dead segment: poll for a successor instead.
+            // Report the loss at once; a caller that waits again is then polled for a successor (nobody
+            // will wake the futex of a dead segment) instead of spinning on immediate returns.
+            if (!gone_reported_ || remaining.count() == 0) {
+                gone_reported_ = true;
+                return Status::writer_gone;
+            }
             std::this_thread::sleep_for(std::min<nanoseconds>(remaining, milliseconds(50)));
             continue;
         }
@@ -209,6 +213,7 @@ bool ReaderImpl::reattach() {
         return false;  // mid-replacement or broken: try again later
     }
     ++reattach_count_;
+    gone_reported_ = false;
     const uint64_t first = std::max<uint64_t>(current().layout.header.first_sequence, 1);
     if (started_) {
         if (first > last_ + 1) pending_missed_ += first - (last_ + 1);  // frames lost between generations
@@ -219,7 +224,9 @@ bool ReaderImpl::reattach() {
 
 Status ReaderImpl::next(milliseconds timeout, keplershm_view& view) {
     const uint64_t deadline = monotonic_ns() + static_cast<uint64_t>(std::max<int64_t>(0, nanoseconds(timeout).count()));
-    for (;;) {
+    // A writer can lap a slow reader again and again; give the caller control back after this many.
+    constexpr int kMaxLaps = 1000;
+    for (int laps = 0;;) {
         if (!started_) {
             const uint64_t newest = latest();
             if (recording_ || newest == 0) {
@@ -242,6 +249,19 @@ Status ReaderImpl::next(milliseconds timeout, keplershm_view& view) {
             const uint64_t oldest = std::max(oldest_readable(), target + 1);
             pending_missed_ += oldest - target;
             last_ = oldest - 1;
+            if (++laps < kMaxLaps) continue;
+            view.missed = pending_missed_;
+            return status;
+        }
+        if (!recording_ && latest() >= target) {
+            // The writer stores latest_sequence only after publishing the slot, and we loaded it (acquire)
+            // before looking at the slot again: frame `target` must now be there or overwritten. Still
+            // "not yet" means the segment contradicts itself; bail out instead of spinning.
+            const Status again = copy(target, view);
+            if (again == Status::not_yet) {
+                fail(KEPLERSHM_E_CORRUPT, "segment '{}': latest_sequence {} but frame {} was never published", name_,
+                     latest(), target);
+            }
             continue;
         }
         const uint64_t now = monotonic_ns();

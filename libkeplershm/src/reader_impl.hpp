@@ -58,6 +58,7 @@ private:
     bool started_ = false;
     uint64_t pending_missed_ = 0;
     uint64_t reattach_count_ = 0;
+    bool gone_reported_ = false;  // writer_gone already returned for the current generation
 };
 
 }  // namespace keplershm
