@@ -1,0 +1,198 @@
+// keplershm-probe, the liveness/readiness command of both containers: healthy only while a writer is
+// ACTIVE with a fresh heartbeat; every other case exits 1 with a line that names the cause.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "keplershm/keplershm.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+struct Outcome {
+    int status = -1;  // exit status, 128 + signal when killed
+    std::string out;
+    std::string err;
+};
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path);
+    return {std::istreambuf_iterator<char>(in), {}};
+}
+
+/// Runs the probe (optionally as another user through setpriv) and captures both streams.
+Outcome run_probe(std::vector<std::string> args, const std::string& as_user = {}) {
+    std::vector<std::string> argv;
+    if (!as_user.empty()) argv = {"setpriv", "--reuid=" + as_user, "--regid=" + as_user, "--clear-groups", "--"};
+    argv.push_back(PROBE_BINARY);
+    argv.insert(argv.end(), args.begin(), args.end());
+    const std::string stem = fs::temp_directory_path() / ("probe-test-" + std::to_string(getpid()));
+    const pid_t pid = fork();
+    if (pid == 0) {
+        const int out = open((stem + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        const int err = open((stem + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(out, 1);
+        dup2(err, 2);
+        std::vector<char*> raw;
+        for (std::string& a : argv) raw.push_back(a.data());
+        raw.push_back(nullptr);
+        execvp(raw[0], raw.data());
+        _exit(127);
+    }
+    Outcome o;
+    int status = 0;
+    waitpid(pid, &status, 0);
+    o.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    o.out = slurp(stem + ".out");
+    o.err = slurp(stem + ".err");
+    fs::remove(stem + ".out");
+    fs::remove(stem + ".err");
+    return o;
+}
+
+std::string unique_name(const std::string& stem) {
+    static int counter = 0;
+    return "kshm-deploy-probe-" + stem + "-" + std::to_string(getpid()) + "-" + std::to_string(++counter);
+}
+
+keplershm::WriterOptions small_writer(std::chrono::nanoseconds heartbeat_period = 1s) {
+    keplershm::WriterOptions o;
+    o.slot_count = 2;
+    o.process_capacity = 4;
+    o.workload_capacity = 2;
+    o.string_capacity = 256;
+    o.heartbeat_period = heartbeat_period;
+    return o;
+}
+
+void publish_one_frame(keplershm::Writer& writer) {
+    keplershm::Draft draft = writer.begin();
+    draft.frame().source = KEPLERSHM_SOURCE_SYNTHETIC;
+    writer.commit(draft);
+}
+
+TEST(Probe, ActiveWriterWithAFreshHeartbeatIsHealthy) {
+    const std::string name = unique_name("alive");
+    keplershm::Writer writer(name, small_writer());
+    publish_one_frame(writer);
+    const Outcome o = run_probe({"--shm-name", name, "--max-age", "10s"});
+    EXPECT_EQ(o.status, 0) << o.err;
+    EXPECT_NE(o.out.find("OK"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("frame 1"), std::string::npos) << o.out;
+    EXPECT_EQ(run_probe({"--shm-name", name, "--quiet"}).out, "") << "--quiet prints nothing when healthy";
+}
+
+TEST(Probe, DefaultLimitIsTheReadersOwnThreeHeartbeatPeriodsPlusOneSecond) {
+    const std::string name = unique_name("default-limit");
+    keplershm::Writer writer(name, small_writer(100ms));  // limit 3 x 0.1 s + 1 s = 1.3 s
+    std::this_thread::sleep_for(300ms);
+    Outcome o = run_probe({"--shm-name", name});
+    EXPECT_EQ(o.status, 0) << "0.3 s old is within 1.3 s: " << o.err;
+    EXPECT_NE(o.out.find("limit 1.3 s"), std::string::npos) << o.out;
+    std::this_thread::sleep_for(1300ms);
+    o = run_probe({"--shm-name", name});
+    EXPECT_EQ(o.status, 1) << "1.6 s old is beyond 1.3 s: " << o.out;
+    EXPECT_NE(o.err.find("stale"), std::string::npos) << o.err;
+}
+
+TEST(Probe, KilledWriterBecomesStaleOnceItsHeartbeatIsOlderThanTheLimit) {
+    const std::string name = unique_name("killed");
+    const pid_t child = fork();
+    if (child == 0) {  // a collector stand-in: publishes and heartbeats until SIGKILL
+        keplershm::Writer writer(name, small_writer(100ms));
+        for (;;) {
+            publish_one_frame(writer);
+            std::this_thread::sleep_for(50ms);
+        }
+    }
+    Outcome o;
+    for (int i = 0; i < 100 && o.status != 0; ++i) {  // until the child's segment exists
+        std::this_thread::sleep_for(50ms);
+        o = run_probe({"--shm-name", name, "--max-age", "400ms"});
+    }
+    ASSERT_EQ(o.status, 0) << o.err;
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    std::this_thread::sleep_for(800ms);
+    o = run_probe({"--shm-name", name, "--max-age", "400ms"});
+    EXPECT_EQ(o.status, 1) << o.out;
+    EXPECT_NE(o.err.find("stale"), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find("limit 0.4 s"), std::string::npos) << o.err;
+    fs::remove("/dev/shm/" + name);  // a killed writer leaves its segment behind
+}
+
+TEST(Probe, RetiredSegmentIsUnhealthy) {
+    const std::string name = unique_name("retired");
+    keplershm::Writer writer(name, small_writer());
+    publish_one_frame(writer);
+    writer.close(/*keep_name=*/true);  // a clean stop that leaves the name, as a reader would find it
+    const Outcome o = run_probe({"--shm-name", name, "--max-age", "1h"});
+    EXPECT_EQ(o.status, 1);
+    EXPECT_NE(o.err.find("retired"), std::string::npos) << o.err;
+    fs::remove("/dev/shm/" + name);
+}
+
+TEST(Probe, MissingSegmentIsUnhealthy) {
+    const Outcome o = run_probe({"--shm-name", unique_name("missing")});
+    EXPECT_EQ(o.status, 1);
+    EXPECT_NE(o.err.find("no segment"), std::string::npos) << o.err;
+}
+
+TEST(Probe, GarbageUnderTheNameIsUnhealthyNotACrash) {
+    const std::string name = unique_name("garbage");
+    {
+        std::ofstream out("/dev/shm/" + name, std::ios::binary);
+        std::string noise(8192, '\0');
+        for (size_t i = 0; i < noise.size(); ++i) noise[i] = static_cast<char>((i * 2654435761u) >> 13);
+        out << noise;
+    }
+    const Outcome o = run_probe({"--shm-name", name});
+    EXPECT_EQ(o.status, 1) << "exit 1, not a signal";
+    EXPECT_NE(o.err.find("not a segment this library reads"), std::string::npos) << o.err;
+    fs::remove("/dev/shm/" + name);
+}
+
+TEST(Probe, SegmentTheUserCannotReadIsUnhealthyWithAHint) {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root to run the probe as another user (setpriv)";
+    const std::string name = unique_name("unreadable");
+    keplershm::WriterOptions options = small_writer();
+    options.mode = 0600;  // owner only: 'nobody' may not read it
+    keplershm::Writer writer(name, options);
+    const Outcome o = run_probe({"--shm-name", name}, "65534");  // nobody:nogroup
+    EXPECT_EQ(o.status, 1);
+    EXPECT_NE(o.err.find("not readable by this user"), std::string::npos) << o.err;
+}
+
+TEST(Probe, GroupReadableSegmentIsHealthyForAnotherUserOfThatGroup) {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root to run the probe as another user (setpriv)";
+    // The deployment's arrangement: collector root (group 65532 through fsGroup), mode 0640, the
+    // estimator a non-root user in that group.
+    const std::string name = unique_name("group");
+    keplershm::Writer writer(name, small_writer());
+    ASSERT_EQ(chown(("/dev/shm/" + name).c_str(), 0, 65532), 0);
+    const Outcome o = run_probe({"--shm-name", name},
+                                "65532");  // setpriv --regid=65532: the group that may read it
+    EXPECT_EQ(o.status, 0) << o.err;
+}
+
+TEST(Probe, UsageErrorsExitTwo) {
+    EXPECT_EQ(run_probe({"--max-age", "soon"}).status, 2);
+    EXPECT_EQ(run_probe({"--no-such-option"}).status, 2);
+    EXPECT_EQ(run_probe({"--shm-name", "../etc/passwd"}).status, 2);
+    EXPECT_EQ(run_probe({"--help"}).status, 0);
+}
+
+}  // namespace
