@@ -22,4 +22,17 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DKEPLERSHM_SANITIZE=address,u
 cmake --build build-asan -j"$jobs"
 (cd build-asan && KEPLERSHM_STRESS_SECONDS=5 ctest --output-on-failure -j"$jobs" --timeout 600)
 
+echo "== TSan: the seqlock under threads (ring, lapping, a writer thread against two reader threads)"
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKEPLERSHM_SANITIZE=thread \
+      -DKEPLERSHM_COMPONENTS="" -DKEPLERSHM_BUILD_BENCHMARKS=OFF
+cmake --build build-tsan -j"$jobs" --target libkeplershm_tests libkeplershm_stress
+(cd build-tsan && KEPLERSHM_STRESS_SECONDS=5 ctest --output-on-failure -R 'libkeplershm\.(Ring|StressThreads)')
+
+echo "== libFuzzer (clang, ASan+UBSan): headers, frames, segments, recordings, ${KEPLERSHM_FUZZ_SECONDS:-20} s each"
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKEPLERSHM_FUZZ=ON \
+      -DKEPLERSHM_SANITIZE=address,undefined,fuzzer-no-link -DKEPLERSHM_FUZZ_SECONDS="${KEPLERSHM_FUZZ_SECONDS:-20}" \
+      -DKEPLERSHM_COMPONENTS="" -DKEPLERSHM_BUILD_BENCHMARKS=OFF
+cmake --build build-fuzz -j"$jobs" --target fuzz_header fuzz_frame fuzz_segment fuzz_recording
+(cd build-fuzz && ctest --output-on-failure -R '^fuzz\.')
+
 echo "test.sh: all tests passed"

@@ -42,7 +42,10 @@ std::unique_ptr<ReaderImpl> ReaderImpl::open_recording(const std::string& path, 
 }
 
 void ReaderImpl::attach(MappedSegment segment) {
-    Layout layout = validate_header(segment.data(), segment.size(), true);
+    Layout layout = [&] {
+        RacyReads racy;  // the runtime block changes under us; validate_header copies once and checks the copy
+        return validate_header(segment.data(), segment.size(), true);
+    }();
     if (layout.header.segment_kind != KEPLERSHM_SEGMENT_FRAMES && layout.header.segment_kind != KEPLERSHM_SEGMENT_ESTIMATES) {
         fail(KEPLERSHM_E_CORRUPT, "segment '{}' has unknown kind {}", name_, layout.header.segment_kind);
     }
@@ -113,7 +116,11 @@ Status ReaderImpl::acquire(uint64_t sequence, keplershm_view& view) {
     const uint64_t& word = reinterpret_cast<const keplershm_slot_control*>(slot)->sequence;
     const uint64_t seen = seq_load(word);
     if (seen != KEPLERSHM_SEQ_PUBLISHED(sequence)) return classify(seen, sequence, view);
-    const int rc = parse_frame(slot + KEPLERSHM_SLOT_CONTROL_SIZE, a.layout.max_frame_size, a.layout, view);
+    int rc = KEPLERSHM_OK;
+    {
+        RacyReads racy;  // validated by seq_recheck below
+        rc = parse_frame(slot + KEPLERSHM_SLOT_CONTROL_SIZE, a.layout.max_frame_size, a.layout, view);
+    }
     if (!seq_recheck(word, seen)) return classify(atomic_word(word).load(std::memory_order_relaxed), sequence, view);
     if (rc != KEPLERSHM_OK) fail(rc, "segment '{}', frame {}: {}", name_, sequence, last_error());
     if (view.sequence != sequence || view.generation != a.layout.header.generation) {
@@ -150,7 +157,11 @@ Status ReaderImpl::copy(uint64_t sequence, keplershm_view& view) {
     }
     const Attachment& a = current();
     auto* out = reinterpret_cast<uint8_t*>(buffer_.data());
-    const size_t packed = pack_frame(racy, a.layout, out, buffer_.size() * sizeof(uint64_t));
+    size_t packed = 0;
+    {
+        RacyReads racy_reads;  // validated by seq_recheck below
+        packed = pack_frame(racy, a.layout, out, buffer_.size() * sizeof(uint64_t));
+    }
     const uint64_t& word = reinterpret_cast<const keplershm_slot_control*>(slot_address(a, sequence))->sequence;
     if (!seq_recheck(word, KEPLERSHM_SEQ_PUBLISHED(sequence))) {
         return classify(atomic_word(word).load(std::memory_order_relaxed), sequence, view);

@@ -10,6 +10,7 @@
 #include "error.hpp"
 #include "reader_impl.hpp"
 #include "recording.hpp"
+#include "seqlock.hpp"
 
 namespace keplershm {
 
@@ -42,7 +43,11 @@ public:
         const Layout* layout = reader.layout_for(view);
         if (layout == nullptr) fail(KEPLERSHM_E_INVALID_ARGUMENT, "the view was not read by this reader");
         frame_.resize(packed_frame_capacity(*layout));
-        const size_t packed = pack_frame(view, *layout, frame_.data(), frame_.size());
+        size_t packed = 0;
+        {
+            RacyReads racy;  // in-place views are validated right below
+            packed = pack_frame(view, *layout, frame_.data(), frame_.size());
+        }
         if (view.in_place && !reader.validate(view)) fail(KEPLERSHM_E_LAPPED, "frame {} was overwritten while it was stored", view.sequence);
         if (packed == 0) fail(KEPLERSHM_E_CORRUPT, "frame {} has overlapping sections", view.sequence);
         if (layout->header.generation != generation_ || !has_segment_) {

@@ -12,6 +12,33 @@
 
 namespace keplershm::detail {
 
+#if defined(__SANITIZE_THREAD__)
+#define KEPLERSHM_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define KEPLERSHM_TSAN 1
+#endif
+#endif
+#if defined(KEPLERSHM_TSAN)
+extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
+#endif
+
+/// Scope of the reads a seqlock reader makes before it knows whether they were torn. ThreadSanitizer does
+/// not model the fence pairing (seq_begin_write / seq_recheck) that makes them safe to discard, so under
+/// TSan these reads are hidden from it; everything else, the sequence words included, stays checked.
+class RacyReads {
+public:
+#if defined(KEPLERSHM_TSAN)
+    RacyReads() { AnnotateIgnoreReadsBegin(__FILE__, __LINE__); }
+    ~RacyReads() { AnnotateIgnoreReadsEnd(__FILE__, __LINE__); }
+#else
+    RacyReads() = default;
+#endif
+    RacyReads(const RacyReads&) = delete;
+    RacyReads& operator=(const RacyReads&) = delete;
+};
+
 // std::atomic_ref has no const overload in C++20; readers only ever load through it (the mapping is
 // PROT_READ), so casting the constness away never leads to a store.
 inline std::atomic_ref<uint64_t> atomic_word(const uint64_t& word) {

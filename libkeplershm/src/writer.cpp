@@ -56,7 +56,10 @@ Predecessor inspect_predecessor(const std::string& name) {
         throw;
     }
     p.exists = true;
-    const Layout layout = validate_header(old.data(), old.size(), true);  // garbage: refuse to touch it
+    const Layout layout = [&] {
+        RacyReads racy;  // another writer's runtime block may be changing
+        return validate_header(old.data(), old.size(), true);  // garbage: refuse to touch it
+    }();
     const auto& h = *reinterpret_cast<const keplershm_header*>(old.data());
     const uint32_t state = atomic_word(h.state).load(std::memory_order_acquire);
     const uint64_t heartbeat = atomic_word(h.heartbeat_ns).load(std::memory_order_relaxed);

@@ -4,10 +4,14 @@
 // KEPLERSHM_STRESS_READS=100000000 runs until the in-place reader has done that many reads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
+#include "seqlock.hpp"
 #include "test_support.hpp"
+
+#include <thread>
 
 namespace keplershm {
 namespace {
@@ -121,6 +125,62 @@ TEST(Stress, NoTornFramesAcrossProcesses) {
     EXPECT_EQ(copied.torn, 0u);
     EXPECT_GT(in_place.accepted, 0u);
     EXPECT_GT(copied.accepted, 0u);
+}
+
+// The same race between threads of one process, so ThreadSanitizer (which cannot see across processes)
+// checks the orderings: the TSan build runs this test.
+TEST(Stress, NoTornFramesAcrossThreads) {
+    const uint64_t seconds = std::min<uint64_t>(env_u64("KEPLERSHM_STRESS_SECONDS", 10), 5);
+    ScopedName name("stress-threads");
+    Writer writer(name, test::small_options());
+    std::atomic<bool> stop{false};
+    Counts in_place;
+    Counts copied;
+    std::thread validating([&] {
+        Reader reader = Reader::open(name);
+        while (!stop.load(std::memory_order_relaxed)) {
+            FrameView view;
+            const uint64_t n = reader.latest();
+            if (n == 0 || reader.acquire(n, view) != Status::ok) continue;
+            bool intact = false;
+            {
+                detail::RacyReads racy;  // reads before validate() may be torn, by design
+                intact = test::derived_frame_intact(view);
+            }
+            if (!reader.validate(view)) {
+                ++in_place.rejected;
+                continue;
+            }
+            ++in_place.accepted;
+            if (!intact) ++in_place.torn;
+        }
+    });
+    std::thread copying([&] {
+        Reader reader = Reader::open(name);
+        FrameView view;
+        while (!stop.load(std::memory_order_relaxed)) {
+            if (reader.next(std::chrono::milliseconds(100), view) != Status::ok) continue;
+            ++copied.accepted;
+            if (!test::derived_frame_intact(view)) ++copied.torn;
+        }
+    });
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    uint64_t published = 0;
+    while (std::chrono::steady_clock::now() < until) {
+        for (int i = 0; i < 256; ++i, ++published) {
+            Draft draft = writer.begin();
+            test::fill_derived_frame(draft);
+            writer.commit(draft);
+        }
+    }
+    stop = true;
+    validating.join();
+    copying.join();
+    std::printf("threads: published %lu; in place accepted %lu torn %lu rejected %lu; copies accepted %lu torn %lu\n",
+                published, in_place.accepted, in_place.torn, in_place.rejected, copied.accepted, copied.torn);
+    EXPECT_EQ(in_place.torn, 0u);
+    EXPECT_EQ(copied.torn, 0u);
+    EXPECT_GT(in_place.accepted + copied.accepted, 0u);
 }
 
 }  // namespace
