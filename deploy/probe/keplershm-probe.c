@@ -26,7 +26,7 @@ struct probe_options {
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: keplershm-probe [--shm-name NAME] [--max-age DURATION] [--quiet]\n"
+            "usage: keplershm-probe [--shm-name[=]NAME] [--max-age[=]DURATION] [--quiet]\n"
             "  --shm-name NAME     segment under /dev/shm (default: keplershm)\n"
             "  --max-age DURATION  heartbeat age limit, e.g. 10s, 500ms (default: 3 heartbeat periods + 1 s,\n"
             "                      the limit readers use)\n"
@@ -51,6 +51,15 @@ static uint64_t parse_duration_ns(const char *text) {
     return (uint64_t)(value * scale);
 }
 
+/* The value of option `name` given as "NAME VALUE" or "NAME=VALUE" at argv[*i], or NULL if argv[*i] is not it. */
+static const char *option_value(int argc, char **argv, int *i, const char *name) {
+    const size_t n = strlen(name);
+    if (strncmp(argv[*i], name, n) != 0) return NULL;
+    if (argv[*i][n] == '=') return argv[*i] + n + 1;
+    if (argv[*i][n] == '\0' && *i + 1 < argc) return argv[++*i];
+    return NULL;
+}
+
 static int parse_arguments(int argc, char **argv, struct probe_options *o) {
     int i;
     o->shm_name = "keplershm";
@@ -58,17 +67,18 @@ static int parse_arguments(int argc, char **argv, struct probe_options *o) {
     o->quiet = 0;
     for (i = 1; i < argc; ++i) {
         const char *arg = argv[i];
+        const char *value;
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             usage(stdout);
             exit(EXIT_HEALTHY);
         } else if (strcmp(arg, "--quiet") == 0) {
             o->quiet = 1;
-        } else if (strcmp(arg, "--shm-name") == 0 && i + 1 < argc) {
-            o->shm_name = argv[++i];
-        } else if (strcmp(arg, "--max-age") == 0 && i + 1 < argc) {
-            o->max_age_ns = parse_duration_ns(argv[++i]);
+        } else if ((value = option_value(argc, argv, &i, "--shm-name")) != NULL) {
+            o->shm_name = value;
+        } else if ((value = option_value(argc, argv, &i, "--max-age")) != NULL) {
+            o->max_age_ns = parse_duration_ns(value);
             if (o->max_age_ns == 0) {
-                fprintf(stderr, "keplershm-probe: --max-age: expected a duration like 10s or 500ms, got '%s'\n", argv[i]);
+                fprintf(stderr, "keplershm-probe: --max-age: expected a duration like 10s or 500ms, got '%s'\n", value);
                 return -1;
             }
         } else {
