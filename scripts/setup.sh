@@ -17,7 +17,7 @@ packages=(
   # benchmark baselines (unix-socket JSON path)
   rapidjson-dev libsimdjson-dev
   # Python research clients
-  python3 python3-numpy python3-xgboost python3-pytest python3-matplotlib
+  python3 python3-numpy python3-xgboost python3-pytest python3-matplotlib python3-yaml
   # test and check tools: Prometheus server + promtool, ABI checks, fuzzers, perf
   prometheus abigail-tools libclang-rt-14-dev linux-perf iproute2 procps
 )
