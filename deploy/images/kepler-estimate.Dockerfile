@@ -1,0 +1,36 @@
+# syntax=docker/dockerfile:1
+# kepler-estimate image: Debian 12, built with the project's own CMake, runtime stage with only the shared
+# libraries the binaries need; runs as uid/gid 65532 (the group the collector's segment belongs to, see
+# deploy/README.md). Build from the repository root:
+#   docker build -f deploy/images/kepler-estimate.Dockerfile -t keplershm/kepler-estimate:0.1.0 .
+
+FROM debian:bookworm AS build
+# xgboost (the command-line package): Debian's xgboost-config.cmake names a file it installs.
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      build-essential cmake pkg-config python3 \
+      libboost-dev libfmt-dev libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev \
+      prometheus-cpp-dev libxgboost-dev xgboost \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY . .
+RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DKEPLERSHM_COMPONENTS="kepler-estimate;deploy" \
+      -DKEPLERSHM_BUILD_TESTS=OFF -DKEPLERSHM_BUILD_BENCHMARKS=OFF \
+ && cmake --build build -j"$(nproc)" --target kepler-estimate keplershm-probe \
+ && strip --strip-debug build/bin/kepler-estimate build/bin/keplershm-probe
+
+FROM debian:bookworm-slim
+# prometheus-cpp (core, pull): /metrics; libxgboost0: XGBoost models; libfmt9; libcurl4 + ca-certificates:
+# the model server. libc6, libstdc++6 and libgcc-s1 are in every Debian image.
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libxgboost0 libfmt9 libcurl4 ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=build /src/build/bin/kepler-estimate /src/build/bin/keplershm-probe /usr/local/bin/
+COPY --from=build /src/build/lib/libkeplershm.so.1.0.0 /usr/local/lib/
+RUN ldconfig && mkdir -p /var/lib/kepler-estimate/models && chown 65532:65532 /var/lib/kepler-estimate/models
+USER 65532:65532
+EXPOSE 9102
+ENTRYPOINT ["/usr/local/bin/kepler-estimate"]
+CMD ["--shm-name=keplershm"]
