@@ -31,7 +31,7 @@ FrameSource::Result FrameSource::next(keplershm::FrameView& view, milliseconds t
                 fmt::print(stderr, "kepler-estimate: waiting for segment '{}' ({})\n", name_, e.what());
                 said_waiting_ = true;
             }
-            std::this_thread::sleep_for(std::min(timeout, milliseconds(200)));
+            std::this_thread::sleep_for(std::min(timeout, milliseconds(50)));  // shm_open is cheap: catch frame 1
             return Result::idle;
         }
     }

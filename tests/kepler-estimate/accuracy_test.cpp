@@ -240,24 +240,30 @@ TEST(Accuracy, WithTheRealCollectorAndAFakeRaplTree) {
 
     DutyChildren children;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    // The estimator waits for the segment, so it reads every frame of the collector's run; the children's
+    // CPU time is sampled just before the collector starts and just after its last frame.
     const std::string segment = unique_segment_name("accuracy-collect");
-    Child collector({COLLECT_BINARY, "--shm-name", segment, "--interval", "250ms", "--source", "procfs", "--kube", "off",
-                     "--sysfs-root", dir.path().string()},
-                    (dir.path() / "collector.log").string());
-    std::vector<uint64_t> start_cpu;
-    for (pid_t p : children.pids) start_cpu.push_back(cpu_ns(p));
     const std::filesystem::path prom = dir.path() / "out.prom";
-    std::string log;
-    const int rc = run_command({ESTIMATE_BINARY, "--shm-name", segment, "--listen", "none", "--process-metrics", "--duration", "5",
-                                "--prom-out", prom.string()},
-                               log);
-    ASSERT_EQ(rc, 0) << log;
+    Child estimator({ESTIMATE_BINARY, "--shm-name", segment, "--listen", "none", "--process-metrics", "--prom-out", prom.string()},
+                    (dir.path() / "estimator.log").string());
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::vector<uint64_t> start_cpu, end_cpu;
+    for (pid_t p : children.pids) start_cpu.push_back(cpu_ns(p));
+    Child collector({COLLECT_BINARY, "--shm-name", segment, "--interval", "250ms", "--source", "procfs", "--kube", "off",
+                     "--sysfs-root", dir.path().string(), "--frames", "20"},
+                    (dir.path() / "collector.log").string());
+    ASSERT_EQ(collector.wait(std::chrono::seconds(60)), 0) << read_file((dir.path() / "collector.log").string());
+    for (pid_t p : children.pids) end_cpu.push_back(cpu_ns(p));
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    estimator.terminate();  // writes --prom-out on the way out
+    ASSERT_TRUE(std::filesystem::exists(prom)) << read_file((dir.path() / "estimator.log").string());
     std::vector<double> cpu, energy;
     const std::string text = read_file(prom.string());
     for (size_t i = 0; i < children.pids.size(); ++i) {
-        cpu.push_back(static_cast<double>(cpu_ns(children.pids[i]) - start_cpu[i]));
+        cpu.push_back(static_cast<double>(end_cpu[i] - start_cpu[i]));
         energy.push_back(process_joules(text, children.pids[i]));
     }
+    EXPECT_NE(text.find("kepler_estimator_frames_missed_total 0"), std::string::npos) << text.substr(0, 3000);
     ASSERT_NE(text.find("source=\"rapl\""), std::string::npos) << "the fake meter must be the power source\n"
                                                                << read_file((dir.path() / "collector.log").string());
     const double cpu_sum = cpu[0] + cpu[1] + cpu[2], energy_sum = energy[0] + energy[1] + energy[2];
