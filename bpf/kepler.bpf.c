@@ -3,7 +3,8 @@
  * kepler.bpf.c — per-process (thread group) activity for kepler-collect.
  *
  * What it keeps, per (tgid, leader start time), cumulative since load (see kepler.h):
- *   on-CPU ns (sched_switch), hardware counter deltas per slice (perf_event_array, where a PMU exists),
+ *   on-CPU ns (sched_switch: the scheduler's own se.sum_exec_runtime, per thread, between two
+ *   switch-outs), hardware counter deltas per slice (perf_event_array, where a PMU exists),
  *   softirq entries per vector (irq/softirq_entry, charged to the task they interrupted),
  *   page-cache pages requested and added (filemap tracepoints), and whether the process exited.
  *
@@ -36,6 +37,27 @@ struct {
     __type(key, struct kepler_proc_key);
     __type(value, struct kepler_proc_stats);
 } processes SEC(".maps");
+
+/* A thread: id and fork time (CLOCK_MONOTONIC ns), so a reused thread id is another key. */
+struct thread_key {
+    __u32 tid;
+    __u32 reserved;
+    __u64 start_ns;
+};
+
+/*
+ * Each thread's se.sum_exec_runtime at its last switch-out. The slice of a thread is the growth of
+ * its own runtime counter between two switch-outs, so a switch the tracepoint never reported (some
+ * kernels switch back to a task without a sched_switch event) loses nothing: the next switch-out
+ * still sees the whole growth. LRU: an evicted baseline only means the next slice of that thread is
+ * measured from the per-CPU switch-in record instead, as for a thread's first slice after load.
+ */
+struct {
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, 32768);      /* user space sets the size from --bpf-max-threads */
+    __type(key, struct thread_key);
+    __type(value, __u64);
+} thread_runtime SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -74,6 +96,13 @@ struct {
 struct task_struct___pre55 {
     u64 real_start_time;
 } __attribute__((preserve_access_index));
+
+/* Kernels before 5.14 named the task state `state` (a long). */
+struct task_struct___pre514 {
+    long state;
+} __attribute__((preserve_access_index));
+
+#define TASK_DEAD 0x00000080 /* include/linux/sched.h: set by do_task_dead() before the last switch */
 
 /* Kernels 5.16–6.5 kept the large-folio order in its own byte; later ones in _flags_1's low byte. */
 struct folio___pre66 {
@@ -173,6 +202,46 @@ static __always_inline void charge_counters(struct kepler_cpu_state *cpu, struct
     }
 }
 
+static __always_inline unsigned int task_state(struct task_struct *task)
+{
+    if (bpf_core_field_exists(task->__state))
+        return BPF_CORE_READ(task, __state);
+    return (unsigned int)BPF_CORE_READ((struct task_struct___pre514 *)task, state);
+}
+
+/* On-CPU ns of the current thread since its previous switch-out (see thread_runtime). The scheduler
+ * has updated se.sum_exec_runtime of prev (put_prev_task) before the tracepoint fires. */
+static __always_inline __u64 slice_of_current(struct kepler_cpu_state *cpu, __u32 tid, __u64 now)
+{
+    struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+    __u64 runtime = BPF_CORE_READ(task, se.sum_exec_runtime);
+    struct thread_key key = {.tid = tid, .start_ns = BPF_CORE_READ(task, start_time)};
+    bool dead = task_state(task) & TASK_DEAD; /* its last switch: forget the thread */
+    __u64 slice = 0;
+
+    __u64 *last = bpf_map_lookup_elem(&thread_runtime, &key);
+    if (last) {
+        slice = runtime > *last ? runtime - *last : 0;
+        if (dead)
+            bpf_map_delete_elem(&thread_runtime, &key);
+        else
+            *last = runtime;
+        return slice;
+    }
+    /* First switch-out seen (or baseline evicted): measure from this CPU's switch-in record. */
+    if (cpu->running_since_ns != 0 && cpu->tid == tid) {
+        if (cpu->runtime_at_switch_in != 0 && runtime >= cpu->runtime_at_switch_in)
+            slice = runtime - cpu->runtime_at_switch_in;
+        else if (now > cpu->running_since_ns)
+            slice = now - cpu->running_since_ns; /* classic tracepoint: only wall time is known */
+    } else {
+        count_drop(KEPLER_DROP_UNKNOWN_SLICE, 1);
+    }
+    if (!dead)
+        bpf_map_update_elem(&thread_runtime, &key, &runtime, BPF_ANY);
+    return slice;
+}
+
 /* prev is current. `next` may be NULL (classic tracepoint): then only its thread id is recorded and
  * user space resolves the process if it is still running at the boundary. */
 static __always_inline int on_switch(struct task_struct *next, __u32 next_tid)
@@ -192,11 +261,7 @@ static __always_inline int on_switch(struct task_struct *next, __u32 next_tid)
         struct kepler_proc_key key;
         key_of((struct task_struct *)bpf_get_current_task(), prev_tgid, &key);
         stats = current_stats(&key);
-        __u64 slice = 0;
-        if (cpu->running_since_ns != 0 && cpu->tid == prev_tid && now > cpu->running_since_ns)
-            slice = now - cpu->running_since_ns;
-        else
-            count_drop(KEPLER_DROP_UNKNOWN_SLICE, 1);
+        __u64 slice = slice_of_current(cpu, prev_tid, now);
         if (stats) {
             __sync_fetch_and_add(&stats->cpu_time_ns, slice);
             stats->cgroup_id = bpf_get_current_cgroup_id(); /* processes move between cgroups */
@@ -214,6 +279,7 @@ static __always_inline int on_switch(struct task_struct *next, __u32 next_tid)
     cpu->running_since_ns = now;
     cpu->tid = next_tid;
     cpu->key.reserved = 0;
+    cpu->runtime_at_switch_in = 0;
     if (next_tid == 0) {
         cpu->key.tgid = 0;
         cpu->key.start_ticks = 0;
@@ -221,10 +287,64 @@ static __always_inline int on_switch(struct task_struct *next, __u32 next_tid)
     } else if (next) {
         key_of(next, BPF_CORE_READ(next, tgid), &cpu->key);
         cpu->key_valid = 1;
+        cpu->runtime_at_switch_in = BPF_CORE_READ(next, se.sum_exec_runtime);
     } else {
         cpu->key.tgid = 0;
         cpu->key.start_ticks = 0;
         cpu->key_valid = 0;
+    }
+    compiler_barrier();
+    cpu->version_end = version;
+    return 0;
+}
+
+/*
+ * Repair of the per-CPU record, run by a software cpu-clock perf event on each CPU (50 Hz). Some
+ * kernels switch back to a task without a sched_switch event; until the next reported switch the
+ * record then names a task that is not running, and a boundary would credit the wrong one. When the
+ * record and `current` disagree, account current's untracked runtime now (its own counter says how
+ * much) and record it as running from here on. Runs in interrupt context with interrupts off, so it
+ * never interleaves with on_switch() on this CPU.
+ */
+SEC("perf_event")
+int kepler_repair(void *ctx)
+{
+    __u32 zero = 0;
+    struct kepler_cpu_state *cpu = bpf_map_lookup_elem(&cpu_states, &zero);
+    if (!cpu || cpu->running_since_ns == 0)
+        return 0;
+    __u64 pid_tgid = bpf_get_current_pid_tgid();
+    __u32 tid = (__u32)pid_tgid;
+    __u32 tgid = pid_tgid >> 32;
+    if (tid == cpu->tid)
+        return 0; /* the common case: the record is right */
+
+    __u64 now = bpf_ktime_get_ns();
+    struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+    if (tgid != 0) {
+        struct kepler_proc_key key;
+        key_of(task, tgid, &key);
+        struct kepler_proc_stats *stats = current_stats(&key);
+        __u64 slice = slice_of_current(cpu, tid, now);
+        if (stats)
+            __sync_fetch_and_add(&stats->cpu_time_ns, slice);
+        else
+            count_drop(KEPLER_DROP_MAP_FULL_NS, slice);
+    }
+    __u64 version = cpu->version_begin + 1;
+    cpu->version_begin = version;
+    compiler_barrier();
+    cpu->running_since_ns = now;
+    cpu->tid = tid;
+    cpu->key.reserved = 0;
+    cpu->key_valid = 1;
+    if (tgid != 0) {
+        key_of(task, tgid, &cpu->key);
+        cpu->runtime_at_switch_in = BPF_CORE_READ(task, se.sum_exec_runtime);
+    } else {
+        cpu->key.tgid = 0;
+        cpu->key.start_ticks = 0;
+        cpu->runtime_at_switch_in = 0;
     }
     compiler_barrier();
     cpu->version_end = version;

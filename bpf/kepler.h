@@ -69,6 +69,7 @@ struct kepler_cpu_state {
     struct kepler_proc_key key;                /* of the running task; tgid 0 = idle or unknown */
     __u32 tid;                                 /* thread id of the running task (0 = idle) */
     __u32 key_valid;                           /* 0: only tid is known (classic tracepoint attach) */
+    __u64 runtime_at_switch_in;                /* its se.sum_exec_runtime then, 0 = unknown */
     __u64 hw_last[KEPLER_HW_COUNTERS];         /* counter values at the last switch on this CPU */
     __u32 hw_last_valid;                       /* bit i: hw_last[i] holds a real reading */
     __u32 reserved;
