@@ -3,7 +3,9 @@
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
+#include <linux/perf_event.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -83,6 +85,38 @@ int libbpf_to_log(enum libbpf_print_level level, const char* format, va_list arg
 
 bool has_capability(uint64_t effective, unsigned bit) noexcept { return bit < 64 && (effective >> bit) & 1u; }
 
+// 50 Hz: a wrong "running now" record lasts at most 20 ms (see kepler_repair in kepler.bpf.c).
+constexpr uint64_t kRepairPeriodNs = 20'000'000;
+
+/// Attaches the repair program to a cpu-clock software event on every online CPU; "" on success.
+std::string attach_repair(bpf_program* repair, uint32_t cpus, std::vector<bpf_link*>& links) {
+    uint32_t attached = 0;
+    int first_error = 0;
+    for (uint32_t cpu = 0; cpu < cpus; ++cpu) {
+        perf_event_attr attr{};
+        attr.size = sizeof attr;
+        attr.type = PERF_TYPE_SOFTWARE;
+        attr.config = PERF_COUNT_SW_CPU_CLOCK;
+        attr.sample_period = kRepairPeriodNs;  // cpu-clock counts nanoseconds
+        const int fd = static_cast<int>(syscall(SYS_perf_event_open, &attr, -1, static_cast<int>(cpu), -1, PERF_FLAG_FD_CLOEXEC));
+        if (fd < 0) {
+            if (errno != ENODEV && first_error == 0) first_error = errno;  // ENODEV: CPU offline
+            continue;
+        }
+        bpf_link* link = bpf_program__attach_perf_event(repair, fd);
+        if (link == nullptr) {
+            if (first_error == 0) first_error = errno;
+            ::close(fd);
+            continue;
+        }
+        links.push_back(link);  // the link closes the perf event when destroyed
+        ++attached;
+    }
+    if (attached > 0 && first_error == 0) return {};
+    return fmt::format("repair of unreported switches: {} of {} CPUs ({})", attached, cpus,
+                       first_error != 0 ? std::strerror(first_error) : "no CPU online");
+}
+
 }  // namespace
 
 const char* to_string(AttachMode mode) noexcept {
@@ -122,6 +156,7 @@ std::string bpf_prerequisite_problem() {
 std::unique_ptr<BpfProgram> BpfProgram::load(const BpfOptions& options) {
     if (std::string problem = bpf_prerequisite_problem(); !problem.empty()) throw CollectError(problem);
     if (options.max_processes == 0) throw CollectError("--bpf-max-processes must be at least 1");
+    if (options.max_threads == 0) throw CollectError("--bpf-max-threads must be at least 1");
     libbpf_set_print(libbpf_to_log);
 
     std::unique_ptr<BpfProgram> program(new BpfProgram());
@@ -129,6 +164,7 @@ std::unique_ptr<BpfProgram> BpfProgram::load(const BpfOptions& options) {
     if (cpus <= 0) throw CollectError(fmt::format("cannot count possible CPUs: {}", std::strerror(-cpus)));
     program->possible_cpus_ = static_cast<uint32_t>(cpus);
     program->max_processes_ = options.max_processes;
+    program->max_threads_ = options.max_threads;
 
     if (options.hardware_counters) {
         program->counters_ = HardwareCounters::open(program->possible_cpus_);
@@ -183,6 +219,7 @@ std::string BpfProgram::try_attach(AttachMode mode) {
     for (uint32_t c = 0; c < KEPLER_HW_COUNTERS; ++c) any_counter = any_counter || counters_.available(c);
     skel->rodata->hw_counters_enabled = any_counter ? 1 : 0;
     bpf_map__set_max_entries(skel->maps.processes, max_processes_);
+    bpf_map__set_max_entries(skel->maps.thread_runtime, max_threads_);
 
     bpf_program* prog = nullptr;
     bpf_object__for_each_program(prog, skel->obj) bpf_program__set_autoload(prog, false);
@@ -198,6 +235,7 @@ std::string BpfProgram::try_attach(AttachMode mode) {
         bpf_program__set_autoload(prog, true);
         chosen.push_back(prog);
     }
+    bpf_program__set_autoload(skel->progs.kepler_repair, true);  // a perf_event program: one flavour for all
 
     if (const int err = kepler_bpf__load(skel); err != 0) {
         kepler_bpf__destroy(skel);
@@ -225,6 +263,9 @@ std::string BpfProgram::try_attach(AttachMode mode) {
             return fmt::format("attach {}: {}", bpf_program__name(p), std::strerror(err));
         }
         links.push_back(link);
+    }
+    if (std::string why = attach_repair(skel->progs.kepler_repair, possible_cpus_, links); !why.empty()) {
+        degraded_.push_back(why);  // sched_switch alone still works; only unreported switches go unrepaired
     }
     skeleton_ = skel;
     links_ = std::move(links);

@@ -23,6 +23,7 @@ enum class AttachMode { tp_btf, raw_tp, tracepoint };
 struct BpfOptions {
     std::optional<AttachMode> attach;  // nullopt: try tp_btf, raw_tp, tracepoint in that order
     uint32_t max_processes = 16384;    // entries of the `processes` map
+    uint32_t max_threads = 32768;      // entries of the `thread_runtime` LRU map (per-thread baselines)
     bool hardware_counters = true;     // open cycles/instructions/LLC misses where a PMU exists
 };
 
@@ -59,6 +60,7 @@ private:
     bool page_cache_ = false;
     uint32_t possible_cpus_ = 0;
     uint32_t max_processes_ = 0;
+    uint32_t max_threads_ = 0;
     HardwareCounters counters_;
     std::vector<std::string> degraded_;
 };

@@ -31,6 +31,7 @@ std::unique_ptr<ProcessSource> make_source(const CollectorOptions& o) {
     if (o.source == "procfs") return std::make_unique<ProcfsSource>(o.proc_root);
     BpfOptions bpf;
     bpf.max_processes = o.bpf_max_processes;
+    bpf.max_threads = o.bpf_max_threads;
     bpf.hardware_counters = o.hardware_counters;
     if (o.bpf_attach != "auto") bpf.attach = parse_attach_mode(o.bpf_attach);
     if (o.source == "bpf") return std::make_unique<BpfSource>(bpf, o.proc_root);

@@ -87,6 +87,8 @@ std::optional<CollectorOptions> parse_command_line(int argc, char** argv, int& e
         ->check(CLI::IsMember({"auto", "tp_btf", "raw_tp", "tracepoint"}))->capture_default_str();
     app.add_option("--bpf-max-processes", o.bpf_max_processes, "Entries of the eBPF process map (more are counted as dropped)")
         ->check(CLI::Range(64u, 1u << 22))->capture_default_str();
+    app.add_option("--bpf-max-threads", o.bpf_max_threads, "Entries of the eBPF per-thread runtime map (LRU)")
+        ->check(CLI::Range(64u, 1u << 22))->capture_default_str();
     app.add_flag("!--no-hardware-counters", o.hardware_counters, "Do not open cycles/instructions/LLC-miss counters");
 
     app.add_option("--kube", o.kube, "Pod metadata: auto (in-cluster or when a URL is given), off, api, kubelet")

@@ -33,6 +33,7 @@ struct CollectorOptions {
     // eBPF.
     std::string bpf_attach = "auto";                        // auto | tp_btf | raw_tp | tracepoint
     uint32_t bpf_max_processes = 16384;
+    uint32_t bpf_max_threads = 32768;
     bool hardware_counters = true;
 
     // Kubernetes metadata.
