@@ -20,6 +20,8 @@ namespace {
 
 using testing::BusyChild;
 
+constexpr uint64_t kRepairSlack = 25'000'000;  // 20 ms repair period + a 4 ms tick (HZ=250)
+
 #define SKIP_WITHOUT_BPF()                                                    \
     do {                                                                      \
         if (const std::string why = testing::bpf_skip_reason(); !why.empty()) \
@@ -49,42 +51,35 @@ TEST(BpfSource, BusyChildGetsWholeIntervalEveryFrameAndMatchesProcStat) {
     BusyChild child(testing::test_cpu(), 1.0);
     testing::sleep_ms(200);
     // The child started mid-interval: this first interval only counts towards the total.
-    const SourceSample first = source.sample();
-    uint64_t total = find(first, child.pid()) != nullptr ? find(first, child.pid())->cpu_time_ns : 0;
-
-    uint64_t previous_boundary = 0;
-    uint64_t previous_schedstat = testing::schedstat_ns(child.pid());
-    std::string history = "first " + std::to_string(total) + " at schedstat " + std::to_string(previous_schedstat);
-    SourceSample last;
+    testing::Bracketed previous = testing::sample_bracketed(source, child.pid());
+    const ProcessActivity* first = find(previous.sample, child.pid());
+    uint64_t total = first != nullptr ? first->cpu_time_ns : 0;
     for (int frame = 0; frame < 4; ++frame) {
         testing::sleep_ms(1000);
-        const SourceSample s = source.sample();
-        const uint64_t schedstat = testing::schedstat_ns(child.pid());
-        const ProcessActivity* p = find(s, child.pid());
+        const testing::Bracketed now = testing::sample_bracketed(source, child.pid());
+        const ProcessActivity* p = find(now.sample, child.pid());
         ASSERT_NE(p, nullptr) << "frame " << frame << ": the busy child is missing";
         total += p->cpu_time_ns;
-        history += "; frame " + std::to_string(p->cpu_time_ns) + " at schedstat " + std::to_string(schedstat);
-        if (previous_boundary != 0) {
-            const uint64_t interval = s.read_time_ns - previous_boundary;
-            EXPECT_GE(p->cpu_time_ns, interval * 85 / 100)
-                << "frame " << frame << ": a pinned busy child must show ~the whole interval (" << interval << " ns)";
-            EXPECT_LE(p->cpu_time_ns, interval + 2'000'000) << "frame " << frame << ": more than the interval";
-            // Exact cross-check with the scheduler's own sum over the same boundaries (read right after).
-            const uint64_t reference = schedstat - previous_schedstat;
-            EXPECT_NEAR(static_cast<double>(p->cpu_time_ns), static_cast<double>(reference), 0.03 * reference + 3e6)
-                << "frame " << frame;
-        }
-        previous_boundary = s.read_time_ns;
-        previous_schedstat = schedstat;
-        last = s;
+        const uint64_t interval = now.sample.read_time_ns - previous.sample.read_time_ns;
+        EXPECT_GE(p->cpu_time_ns, interval * 85 / 100)
+            << "frame " << frame << ": a pinned busy child must show ~the whole interval (" << interval << " ns)";
+        EXPECT_LE(p->cpu_time_ns, interval + 1'000'000) << "frame " << frame << ": more than the interval";
+        // The scheduler's own count between the same boundaries, whatever delays the machine adds.
+        // Below: a switch the kernel does not report is repaired within 20 ms (kepler_repair), plus
+        // one scheduler tick. Above: time still running at a boundary is wall time, which also holds
+        // the interrupts and hypervisor steal the scheduler leaves out: allow 1%.
+        EXPECT_GE(p->cpu_time_ns + kRepairSlack, now.before_ns - previous.after_ns) << "frame " << frame;
+        EXPECT_LE(p->cpu_time_ns, now.after_ns - previous.before_ns + interval / 100 + 1'000'000) << "frame " << frame;
+        previous = now;
     }
     const testing::ProcTimes proc = testing::proc_times(child.pid());
-    const ProcessActivity* p = find(last, child.pid());
+    const ProcessActivity* p = find(previous.sample, child.pid());
     ASSERT_NE(p, nullptr);
     EXPECT_EQ(p->key.start_ticks, proc.start_ticks) << "start time must equal /proc/<pid>/stat field 22";
     EXPECT_NEAR(static_cast<double>(total), static_cast<double>(proc.cpu_ns), 0.05 * proc.cpu_ns)
-        << "total over all frames vs /proc/<pid>/stat utime+stime; schedstat now " << testing::schedstat_ns(child.pid())
-        << "; " << history;
+        << "total over all frames vs /proc/<pid>/stat utime+stime";
+    EXPECT_GE(total + kRepairSlack, previous.before_ns) << "nothing lost since the child started";
+    EXPECT_LE(total, previous.after_ns + previous.after_ns / 100 + 1'000'000) << "nothing counted twice";
 }
 
 TEST(BpfSource, HalfDutyChildShowsAboutHalf) {

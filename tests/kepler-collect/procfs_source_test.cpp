@@ -63,24 +63,22 @@ TEST(ProcfsSource, BusyChildEveryIntervalMatchesTheScheduler) {
     ProcfsSource source;
     BusyChild child(testing::test_cpu(), 1.0);
     testing::sleep_ms(200);
-    uint64_t boundary = source.sample().read_time_ns;
-    uint64_t reference = testing::schedstat_ns(child.pid());
+    testing::Bracketed previous = testing::sample_bracketed(source, child.pid());
+    // utime and stime are each truncated to whole ticks (10 ms at USER_HZ=100).
+    const uint64_t granularity = 2 * ns_per_tick();
     for (int frame = 0; frame < 3; ++frame) {
         testing::sleep_ms(1000);
-        const SourceSample s = source.sample();
-        const uint64_t now_reference = testing::schedstat_ns(child.pid());
-        const ProcessActivity* p = find(s, child.pid());
+        const testing::Bracketed now = testing::sample_bracketed(source, child.pid());
+        const ProcessActivity* p = find(now.sample, child.pid());
         ASSERT_NE(p, nullptr);
         EXPECT_EQ(p->key.start_ticks, testing::proc_times(child.pid()).start_ticks);
-        // Tick granularity (10 ms at USER_HZ=100) on top of 3%.
-        EXPECT_NEAR(static_cast<double>(p->cpu_time_ns), static_cast<double>(now_reference - reference),
-                    0.03 * (now_reference - reference) + 2.0 * ns_per_tick())
-            << "frame " << frame;
+        EXPECT_GE(p->cpu_time_ns + granularity, now.before_ns - previous.after_ns) << "frame " << frame;
+        EXPECT_LE(p->cpu_time_ns, now.after_ns - previous.before_ns + granularity) << "frame " << frame;
         if (geteuid() == 0) {  // at nice −20 the child owns its CPU, so it must show ~the whole interval
-            EXPECT_GE(p->cpu_time_ns, (s.read_time_ns - boundary) * 85 / 100) << "frame " << frame;
+            EXPECT_GE(p->cpu_time_ns, (now.sample.read_time_ns - previous.sample.read_time_ns) * 85 / 100)
+                << "frame " << frame;
         }
-        boundary = s.read_time_ns;
-        reference = now_reference;
+        previous = now;
     }
 }
 

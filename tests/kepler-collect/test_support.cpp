@@ -89,11 +89,21 @@ ProcTimes proc_times(pid_t pid) {
     return ProcTimes{stat->start_ticks, (stat->utime_ticks + stat->stime_ticks) * ns_per_tick()};
 }
 
-uint64_t schedstat_ns(pid_t pid) {
-    const std::string text = read_text_file_or_throw("/proc/" + std::to_string(pid) + "/schedstat", 256);
-    const auto fields = split_fields(text);
-    if (fields.empty()) throw std::runtime_error("empty schedstat");
-    return parse_u64_or_throw(fields[0], "schedstat");
+uint64_t process_cpu_ns(pid_t pid) {
+    clockid_t clock{};
+    timespec ts{};
+    if (clock_getcpuclockid(pid, &clock) != 0 || clock_gettime(clock, &ts) != 0) {
+        throw std::runtime_error("cannot read the CPU clock of pid " + std::to_string(pid));
+    }
+    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+Bracketed sample_bracketed(ProcessSource& source, pid_t pid) {
+    Bracketed b;
+    b.before_ns = process_cpu_ns(pid);
+    b.sample = source.sample();
+    b.after_ns = process_cpu_ns(pid);
+    return b;
 }
 
 TempDir::TempDir() {

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <string>
 
+#include "process_source.hpp"
+
 namespace kepler::collect::testing {
 
 /// A child process that burns CPU pinned to one CPU: busy all the time (duty 1.0) or busy for
@@ -35,8 +37,18 @@ struct ProcTimes {
 };
 [[nodiscard]] ProcTimes proc_times(pid_t pid);
 
-/// First field of /proc/<pid>/schedstat: on-CPU ns of all threads, exact (the scheduler's own sum).
-[[nodiscard]] uint64_t schedstat_ns(pid_t pid);
+/// The scheduler's exact count of a process's CPU time, all threads, including the slice it is running
+/// now (clock_getcpuclockid; /proc/<pid>/schedstat lags by up to a tick for a running task).
+[[nodiscard]] uint64_t process_cpu_ns(pid_t pid);
+
+/// A sample taken between two reads of a process's CPU clock: the sample's boundary lies between
+/// them, so the scheduler's count over an interval is bracketed exactly even on a loaded machine.
+struct Bracketed {
+    SourceSample sample;
+    uint64_t before_ns = 0;
+    uint64_t after_ns = 0;
+};
+Bracketed sample_bracketed(ProcessSource& source, pid_t pid);
 
 /// A fresh directory under $TMPDIR, removed on destruction.
 class TempDir {
