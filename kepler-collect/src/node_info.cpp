@@ -44,7 +44,8 @@ SelfUsage self_usage(const std::string& proc_root) {
         u.cpu_time_ns = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
     }
     // statm: size resident shared ... in pages.
-    const auto fields = split_fields(read_text_file(proc_root + "/self/statm", 256).text);
+    const ReadResult statm = read_text_file(proc_root + "/self/statm", 256);
+    const auto fields = split_fields(statm.text);  // views into statm.text
     if (fields.size() >= 2) {
         if (const auto pages = parse_u64(fields[1])) u.rss_bytes = *pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
     }

@@ -95,10 +95,9 @@ std::vector<PowercapEntry> list_entries(const std::string& base) {
     while (const dirent* d = readdir(dir.get())) {
         if (auto e = parse_entry_name(d->d_name)) entries.push_back(std::move(*e));
     }
-    // Top-level zones before their subzones (a subzone inherits its parent's socket), MSR before MMIO.
+    // Each zone right before its subzones (a subzone inherits its parent's socket), MSR before MMIO.
     std::sort(entries.begin(), entries.end(), [](const PowercapEntry& x, const PowercapEntry& y) {
-        return std::tuple(x.subzone >= 0, x.interface_rank, x.index, x.subzone) <
-               std::tuple(y.subzone >= 0, y.interface_rank, y.index, y.subzone);
+        return std::tuple(x.interface_rank, x.index, x.subzone) < std::tuple(y.interface_rank, y.index, y.subzone);
     });
     return entries;
 }

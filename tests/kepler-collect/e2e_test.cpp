@@ -1,0 +1,249 @@
+// End to end: the real kepler-collect binary publishes, a libkeplershm Reader reads. Covers the
+// test's own child in consecutive frames (by pid and start time), fake RAPL zones, the procfs
+// fallback of an unprivileged run, clean retirement on SIGTERM and replacement of a dead collector.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "keplershm/keplershm.hpp"
+#include "test_support.hpp"
+
+namespace kepler::collect {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::BusyChild;
+using testing::TempDir;
+
+/// The collector as a child process, its stderr kept in a file for the failure messages.
+class Collector {
+public:
+    Collector(const std::vector<std::string>& args, std::optional<uid_t> run_as = std::nullopt) {
+        log_path_ = (dir_.path() / "stderr.log").string();
+        pid_ = fork();
+        if (pid_ == 0) {
+            const int fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            dup2(fd, STDERR_FILENO);
+            dup2(fd, STDOUT_FILENO);
+            if (run_as && (setgid(*run_as) != 0 || setuid(*run_as) != 0)) _exit(126);
+            std::vector<std::string> all{KEPLER_COLLECT_BINARY};
+            all.insert(all.end(), args.begin(), args.end());
+            std::vector<char*> argv;
+            for (std::string& a : all) argv.push_back(a.data());
+            argv.push_back(nullptr);
+            execv(argv[0], argv.data());
+            _exit(127);
+        }
+    }
+    ~Collector() {
+        if (pid_ > 0) {
+            kill(pid_, SIGKILL);
+            waitpid(pid_, nullptr, 0);
+        }
+    }
+    pid_t pid() const { return pid_; }
+    /// Sends `signal` and returns the exit status (-1 if it did not exit within 10 s).
+    int stop(int signal = SIGTERM) {
+        kill(pid_, signal);
+        for (int i = 0; i < 1000; ++i) {
+            int status = 0;
+            if (waitpid(pid_, &status, WNOHANG) == pid_) {
+                pid_ = -1;
+                return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            }
+            testing::sleep_ms(10);
+        }
+        return -1;
+    }
+    std::string log() const {
+        std::ifstream in(log_path_);
+        std::stringstream text;
+        text << in.rdbuf();
+        return text.str();
+    }
+
+private:
+    TempDir dir_;
+    std::string log_path_;
+    pid_t pid_ = -1;
+};
+
+/// Opens the segment once the collector has created it (generous bound: start-up loads eBPF).
+keplershm::Reader open_when_ready(const std::string& name, const Collector& collector) {
+    for (int i = 0; i < 1500; ++i) {
+        try {
+            return keplershm::Reader::open(name);
+        } catch (const keplershm::Error&) {
+            testing::sleep_ms(10);
+        }
+    }
+    throw std::runtime_error("the collector never created its segment; its log:\n" + collector.log());
+}
+
+bool has_process(const keplershm::FrameView& f, pid_t pid, uint64_t start_ticks) {
+    for (const keplershm_process& p : f.processes()) {
+        if (p.pid == static_cast<uint32_t>(pid) && p.start_time_ticks == start_ticks) return true;
+    }
+    return false;
+}
+
+bool segment_exists(const std::string& name) {
+    struct stat st {};
+    return ::stat(("/dev/shm/" + name).c_str(), &st) == 0;
+}
+
+TEST(EndToEnd, ConsecutiveFramesCarryOurChildByPidAndStartTime) {
+    TempDir empty_sysfs;  // no meter, whatever the machine has
+    const std::string name = testing::unique_segment_name("kc-e2e");
+    BusyChild child(testing::test_cpu(), 0.5);
+    const uint64_t start_ticks = testing::proc_times(child.pid()).start_ticks;
+    Collector collector({"--shm-name", name, "--interval", "300ms", "--sysfs-root", empty_sysfs.path().string(),
+                         "--kube", "off"});
+    keplershm::Reader reader = open_when_ready(name, collector);
+
+    const keplershm_segment_info info = reader.info();
+    EXPECT_GT(info.cpu_count, 0u);
+    EXPECT_EQ(info.zone_count, 0u);
+    EXPECT_TRUE(info.metric_mask & KEPLERSHM_METRIC_CPU_TIME);
+    EXPECT_TRUE(info.metric_mask & KEPLERSHM_METRIC_NODE_CPU);
+    EXPECT_FALSE(info.metric_mask & KEPLERSHM_METRIC_ENERGY);
+    EXPECT_FALSE(std::string(info.node_name).empty());
+    EXPECT_FALSE(std::string(info.cpu_model).empty());
+    const uint32_t expected_source = testing::bpf_skip_reason().empty() ? KEPLERSHM_SOURCE_BPF : KEPLERSHM_SOURCE_PROCFS;
+
+    uint64_t previous = 0;
+    int consecutive = 0;
+    for (int i = 0; i < 40 && consecutive < 4; ++i) {
+        keplershm::FrameView f;
+        ASSERT_EQ(reader.next(5s, f), keplershm::Status::ok) << collector.log();
+        EXPECT_EQ(f.source(), expected_source) << collector.log();
+        EXPECT_EQ(f.power_source(), static_cast<uint32_t>(KEPLERSHM_POWER_NONE)) << "no measured power";
+        EXPECT_GT(f.interval_end_ns(), f.interval_start_ns());
+        EXPECT_GE(f.header().interval_end_realtime_ns, f.header().interval_start_realtime_ns);
+        EXPECT_GT(f.header().process_read_time_ns, 0u);
+        ASSERT_NE(f.unaccounted(), nullptr);
+        EXPECT_GT(f.cpus().size(), 0u);
+        const bool seen = has_process(f, child.pid(), start_ticks);
+        consecutive = seen && f.sequence() == previous + 1 ? consecutive + 1 : (seen ? 1 : 0);
+        previous = f.sequence();
+    }
+    EXPECT_GE(consecutive, 4) << "our child in 4 consecutive frames; collector log:\n" << collector.log();
+    const keplershm_segment_info later = reader.info();
+    EXPECT_GT(later.writer_cpu_time_ns, 0u) << "the collector publishes its own overhead";
+    EXPECT_GT(later.writer_rss_bytes, 0u);
+
+    EXPECT_EQ(collector.stop(SIGTERM), 0) << collector.log();
+    EXPECT_EQ(reader.info().state, static_cast<uint32_t>(KEPLERSHM_STATE_RETIRED));
+    EXPECT_FALSE(segment_exists(name)) << "a clean stop removes the name";
+}
+
+TEST(EndToEnd, FakeRaplZonesInTheHeaderAndEnergyInTheFrames) {
+    TempDir sys;
+    auto zone = [&](const std::string& dir, const std::string& zone_name, uint64_t energy) {
+        sys.write("class/powercap/" + dir + "/name", zone_name + "\n");
+        sys.write("class/powercap/" + dir + "/energy_uj", std::to_string(energy) + "\n");
+        sys.write("class/powercap/" + dir + "/max_energy_range_uj", "262143328850\n");
+    };
+    zone("intel-rapl:0", "package-0", 1'000'000);
+    zone("intel-rapl:0:0", "dram", 50'000);
+    zone("intel-rapl:1", "package-1", 2'000'000);
+    const std::string name = testing::unique_segment_name("kc-e2e-rapl");
+    Collector collector({"--shm-name", name, "--interval", "200ms", "--source", "procfs", "--sysfs-root",
+                         sys.path().string(), "--kube", "off"});
+    keplershm::Reader reader = open_when_ready(name, collector);
+    const keplershm_segment_info info = reader.info();
+    ASSERT_EQ(info.zone_count, 3u) << collector.log();
+    EXPECT_TRUE(info.metric_mask & KEPLERSHM_METRIC_ENERGY);
+    EXPECT_EQ(keplershm::get_text(info.header->zones[1].name), "dram-0");
+
+    keplershm::FrameView f;
+    ASSERT_EQ(reader.next(5s, f), keplershm::Status::ok);
+    zone("intel-rapl:0", "package-0", 1'600'000);  // +600 mJ on package 0
+    // Frames until the change shows in the running total (each frame reads every zone once).
+    uint64_t package0_total = 0;
+    for (int i = 0; i < 20 && package0_total != 600'000; ++i) {
+        ASSERT_EQ(reader.next(5s, f), keplershm::Status::ok);
+        EXPECT_EQ(f.source(), static_cast<uint32_t>(KEPLERSHM_SOURCE_PROCFS));
+        EXPECT_EQ(f.power_source(), static_cast<uint32_t>(KEPLERSHM_POWER_RAPL));
+        ASSERT_EQ(f.zones().size(), 3u);
+        for (const keplershm_zone_sample& z : f.zones()) {
+            EXPECT_TRUE(z.flags & KEPLERSHM_ZONE_VALID);
+            EXPECT_GT(z.read_time_ns, 0u);
+        }
+        package0_total = f.zones()[0].energy_total_uj;
+    }
+    EXPECT_EQ(package0_total, 600'000u);
+    EXPECT_EQ(f.zones()[2].energy_total_uj, 0u);
+    EXPECT_EQ(collector.stop(SIGINT), 0) << collector.log();
+}
+
+TEST(EndToEnd, UnprivilegedAutoFallsBackToProcfsWithAReason) {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root to start the collector as another, unprivileged user";
+    TempDir empty_sysfs;
+    const std::string name = testing::unique_segment_name("kc-e2e-user");
+    Collector collector({"--shm-name", name, "--interval", "200ms", "--sysfs-root", empty_sysfs.path().string(),
+                         "--kube", "off", "--segment-mode", "0644"},
+                        65534);  // nobody
+    keplershm::Reader reader = open_when_ready(name, collector);
+    keplershm::FrameView f;
+    ASSERT_EQ(reader.next(5s, f), keplershm::Status::ok);
+    EXPECT_EQ(f.source(), static_cast<uint32_t>(KEPLERSHM_SOURCE_PROCFS));
+    EXPECT_EQ(collector.stop(SIGTERM), 0);
+    const std::string log = collector.log();
+    EXPECT_NE(log.find("bpf unavailable, using procfs instead: not privileged"), std::string::npos) << log;
+}
+
+TEST(EndToEnd, DeadCollectorIsReplacedAndReadersFollow) {
+    TempDir empty_sysfs;
+    const std::string name = testing::unique_segment_name("kc-e2e-restart");
+    const std::vector<std::string> args{"--shm-name", name, "--interval", "200ms", "--source", "procfs",
+                                        "--sysfs-root", empty_sysfs.path().string(), "--kube", "off"};
+    auto first = std::make_unique<Collector>(args);
+    keplershm::Reader reader = open_when_ready(name, *first);
+    keplershm::FrameView f;
+    ASSERT_EQ(reader.next(5s, f), keplershm::Status::ok);
+    const uint64_t generation = f.generation();
+    EXPECT_EQ(first->stop(SIGKILL), 128 + SIGKILL);  // crashed: the segment stays behind, heartbeat stops
+    first.reset();
+    EXPECT_TRUE(segment_exists(name));
+    // The stale heartbeat takes 3 periods + 1 s to be recognised (DESIGN.md, writer restart and crash).
+    testing::sleep_ms(2000);
+    Collector second(args);
+    bool moved = false;
+    for (int i = 0; i < 50 && !moved; ++i) {
+        const keplershm::Status s = reader.next(1s, f);
+        moved = s == keplershm::Status::ok && f.generation() != generation;
+    }
+    EXPECT_TRUE(moved) << "the reader follows the new collector's generation; its log:\n" << second.log();
+    EXPECT_EQ(second.stop(SIGTERM), 0) << second.log();
+}
+
+TEST(EndToEnd, HelpAndUsageErrors) {
+    auto run = [](const std::vector<std::string>& args, std::string& output) {
+        Collector c(args);
+        const int code = c.stop(0);  // signal 0: just wait for it to finish
+        output = c.log();
+        return code;
+    };
+    std::string output;
+    EXPECT_EQ(run({"--help"}, output), 0);
+    EXPECT_NE(output.find("--shm-name"), std::string::npos);
+    EXPECT_NE(output.find("--max-segment-bytes"), std::string::npos);
+    EXPECT_EQ(run({"--shm-name", "x", "--interval", "sometimes"}, output), 2);
+    EXPECT_NE(output.find("--interval"), std::string::npos) << output;
+    EXPECT_NE(run({"--interval", "1s"}, output), 0);
+    EXPECT_NE(output.find("shm-name"), std::string::npos) << output;
+}
+
+}  // namespace
+}  // namespace kepler::collect
