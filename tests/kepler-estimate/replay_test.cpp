@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "support/subprocess.hpp"
 #include "support/test_frames.hpp"
@@ -113,4 +114,43 @@ TEST(Replay, BadCommandLinesAreRefused) {
     EXPECT_NE(run_command({ESTIMATE_BINARY, "--replay", "x", "--model", "broken"}, log), 0);
     EXPECT_NE(log.find("NAME=SPEC"), std::string::npos) << log;
     EXPECT_NE(run_command({ESTIMATE_BINARY, "--replay", "x", "--idle-policy", "sometimes"}, log), 0);
+}
+
+TEST(Replay, RecordingAcrossAWriterRestartKeepsCounting) {
+    TempDir dir;
+    const fs::path rec = dir.path() / "restart.kshm";
+    const std::string name = unique_segment_name("rec-restart");
+    const keplershm::WriterOptions options = node_options(4, kProcfsMetrics, {zone_info("package-0", KEPLERSHM_ZONE_PACKAGE, 0)});
+    {
+        keplershm::Recorder recorder(rec.string());
+        keplershm::FrameView view;
+        auto writer = std::make_unique<TestWriter>(name, options);
+        keplershm::Reader reader = keplershm::Reader::open(name);
+        const std::vector<TestFrame> frames = workload_frames(10, true);
+        for (size_t i = 0; i < frames.size(); ++i) {
+            if (i == 5) {  // the collector restarts: a new generation whose frames start over
+                writer.reset();
+                writer = std::make_unique<TestWriter>(name, options);
+            }
+            writer->write(frames[i]);
+            ASSERT_EQ(reader.next(std::chrono::milliseconds(2000), view), keplershm::Status::ok) << "frame " << i;
+            recorder.append(reader, view);
+        }
+        recorder.close();
+    }
+    std::string log;
+    ASSERT_EQ(replay(rec, dir.path() / "a.csv", dir.path() / "a.prom", log), 0) << log;
+    ASSERT_EQ(replay(rec, dir.path() / "b.csv", dir.path() / "b.prom", log), 0) << log;
+    EXPECT_EQ(read_file((dir.path() / "a.prom").string()), read_file((dir.path() / "b.prom").string()));
+    const std::string prom = read_file((dir.path() / "a.prom").string());
+    EXPECT_NE(prom.find("kepler_estimator_frames_read_total 10"), std::string::npos) << prom;
+    // 10 intervals of 20.000000 .. 20.009000 J each: 200.045 J on the node, whatever the generation.
+    double node = 0;
+    for (const char* mode : {"dynamic", "idle"}) {
+        const std::string key = std::string("kepler_node_package_joules_total{package=\"0\",instance=\"test-node\",source=\"rapl\",mode=\"") + mode + "\"} ";
+        const size_t at = prom.find(key);
+        ASSERT_NE(at, std::string::npos) << prom;
+        node += std::stod(prom.substr(at + key.size()));
+    }
+    EXPECT_NEAR(node, 200.045, 1e-6);
 }
