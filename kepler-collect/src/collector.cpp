@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "bpf_source.hpp"
 #include "energy.hpp"
@@ -89,6 +90,29 @@ bool wait_until(uint64_t deadline, keplershm::Writer& writer, const sigset_t& si
     }
 }
 
+/// A collector restarted right after a crash finds its predecessor's segment with a heartbeat that is
+/// not stale yet: wait for it (a writer's heartbeat period is at most 1 s, stale after 3 periods + 1 s)
+/// rather than fail; a predecessor that is really alive still refuses us after that. nullopt when a
+/// stop signal arrived meanwhile.
+std::optional<keplershm::Writer> create_writer(const std::string& name, const keplershm::WriterOptions& w,
+                                               const sigset_t& signals) {
+    const uint64_t deadline = monotonic_now_ns() + 6'000'000'000ull;
+    bool told = false;
+    while (true) {
+        try {
+            return keplershm::Writer(name, w);
+        } catch (const keplershm::Error& e) {
+            if (e.code() != KEPLERSHM_E_EXISTS || monotonic_now_ns() >= deadline) throw;
+            if (!told) log_info("waiting for the previous writer of '{}' to go stale: {}", name, e.what());
+            told = true;
+        }
+        timespec pause{0, 250'000'000};
+        siginfo_t info{};
+        const int sig = sigtimedwait(&signals, &info, &pause);
+        if (sig == SIGTERM || sig == SIGINT) return std::nullopt;
+    }
+}
+
 int collect(const CollectorOptions& o, const sigset_t& signals) {
     const std::string node = node_name(o.node_name);
     std::unique_ptr<ProcessSource> source = make_source(o);
@@ -122,7 +146,9 @@ int collect(const CollectorOptions& o, const sigset_t& signals) {
     w.zones = meter.zone_infos();  // zones belong to the header: discovered before the writer exists
     w.writer_version = kWriterVersion;
     w.replace_live = o.replace_live;
-    keplershm::Writer writer(o.shm_name, w);
+    std::optional<keplershm::Writer> created = create_writer(o.shm_name, w, signals);
+    if (!created) return 0;  // stopped by a signal while waiting for the name
+    keplershm::Writer& writer = *created;
     log_info("publishing to /dev/shm/{} every {} ms (node {}, {} CPUs, {} energy zones)", o.shm_name,
              std::chrono::duration_cast<std::chrono::milliseconds>(o.interval).count(), node, w.cpu_count, w.zones.size());
 

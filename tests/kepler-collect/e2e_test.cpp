@@ -216,8 +216,8 @@ TEST(EndToEnd, DeadCollectorIsReplacedAndReadersFollow) {
     EXPECT_EQ(first->stop(SIGKILL), 128 + SIGKILL);  // crashed: the segment stays behind, heartbeat stops
     first.reset();
     EXPECT_TRUE(segment_exists(name));
-    // The stale heartbeat takes 3 periods + 1 s to be recognised (DESIGN.md, writer restart and crash).
-    testing::sleep_ms(2000);
+    // Restarted at once: the new collector waits until the stale heartbeat is recognised (3 periods
+    // + 1 s, DESIGN.md "writer restart and crash") and then takes the name.
     Collector second(args);
     bool moved = false;
     for (int i = 0; i < 50 && !moved; ++i) {
@@ -225,6 +225,7 @@ TEST(EndToEnd, DeadCollectorIsReplacedAndReadersFollow) {
         moved = s == keplershm::Status::ok && f.generation() != generation;
     }
     EXPECT_TRUE(moved) << "the reader follows the new collector's generation; its log:\n" << second.log();
+    EXPECT_NE(second.log().find("waiting for the previous writer"), std::string::npos) << second.log();
     EXPECT_EQ(second.stop(SIGTERM), 0) << second.log();
 }
 
