@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <functional>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -277,4 +278,47 @@ TEST(XgboostModelFiles, FetchedFromAModelServer) {
     }
     EXPECT_EQ(est.primary_model(), "xgb");
     EXPECT_TRUE(fs::exists(model_dir / "package.ubj"));
+}
+
+// The same through the binary: /metrics says "waiting", then the model is selected when it arrives,
+// and a bad file shows in kepler_model_load_errors_total while the model keeps serving.
+TEST(XgboostModelFiles, TheBinaryWaitsLoadsAndRejectsWithMetrics) {
+    REQUIRE_TRAINING_DATA();
+    TempDir dir;
+    const fs::path model_dir = dir.path() / "nx12";
+    const std::string segment = unique_segment_name("xgb-binary");
+    std::atomic<bool> stop{false};
+    std::thread writer([&] {
+        TestWriter w(segment, nx12_like(kProcfsMetrics));
+        for (int i = 1; !stop; ++i) {
+            w.write(load_frame(i));
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+    });
+    const int port = free_port();
+    Child estimator({ESTIMATE_BINARY, "--shm-name", segment, "--listen", fmt::format("127.0.0.1:{}", port), "--model",
+                     "xgb=xgboost:" + model_dir.string()},
+                    (dir.path() / "estimator.log").string());
+    std::string metrics;
+    auto scrape_until = [&](const std::string& needle) {
+        for (int i = 0; i < 100; ++i) {
+            if (http_get(fmt::format("http://127.0.0.1:{}/metrics", port), metrics) == 200 && metrics.find(needle) != std::string::npos) {
+                return true;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        return false;
+    };
+    EXPECT_TRUE(scrape_until("kepler_model_info{model=\"xgb\",kind=\"xgboost\",selected=\"false\",reason=\"waiting for")) << metrics;
+    EXPECT_TRUE(scrape_until("source=\"curve\""));
+    ASSERT_TRUE(train(dir.path() / "staging", "cpu_time_ms_per_s", "package", {"--rounds", "10"}));
+    fs::rename(dir.path() / "staging", model_dir);
+    EXPECT_TRUE(scrape_until("kepler_model_info{model=\"xgb\",kind=\"xgboost\",selected=\"true\"")) << metrics;
+    EXPECT_TRUE(scrape_until("source=\"xgb\""));
+    write_text(model_dir / "package.json", "{\"not\": \"a booster\"}");
+    EXPECT_TRUE(scrape_until("kepler_model_load_errors_total{model=\"xgb\"} 1")) << metrics;
+    EXPECT_TRUE(scrape_until("kepler_model_info{model=\"xgb\",kind=\"xgboost\",selected=\"true\"")) << metrics;
+    EXPECT_NE(read_file((dir.path() / "estimator.log").string()).find("the previous version keeps running"), std::string::npos);
+    stop = true;
+    writer.join();
 }
