@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "keplershm/keplershm.hpp"
+#include "read_fields.hpp"
 
 namespace {
 
@@ -39,14 +40,7 @@ WriterOptions options_for(size_t n) {
     return o;
 }
 
-/// Sum over every field a consumer would use, so the compiler cannot skip reading any of them.
-inline uint64_t read_fields(const keplershm_process& p) {
-    uint64_t sum = p.pid + p.tgid + p.start_time_ticks + p.cgroup_id + p.workload_index + p.flags +
-                   static_cast<uint8_t>(p.comm[0]) + p.cpu_time_ns + p.cycles + p.instructions + p.cache_misses +
-                   p.page_cache_hits + p.page_cache_misses;
-    for (uint64_t v : p.softirq) sum += v;
-    return sum;
-}
+using bench::read_fields;
 
 void BM_Publish(benchmark::State& state) {
     const size_t n = static_cast<size_t>(state.range(0));

@@ -11,20 +11,14 @@
 #include <vector>
 
 #include "keplershm.h"
+#include "read_fields.hpp"
 
 namespace transport {
 
 /// The content of one interval: identity plus the eight counters every path carries.
 std::vector<keplershm_process> make_content(size_t processes, uint64_t interval);
 
-/// What a consumer does with each record: read every field once.
-inline uint64_t read_fields(const keplershm_process& p) {
-    uint64_t sum = p.pid + p.tgid + p.start_time_ticks + p.cgroup_id + p.workload_index + p.flags +
-                   static_cast<uint8_t>(p.comm[0]) + p.cpu_time_ns + p.cycles + p.instructions + p.cache_misses +
-                   p.page_cache_hits + p.page_cache_misses;
-    for (uint64_t v : p.softirq) sum += v;
-    return sum;
-}
+using bench::read_fields;
 
 inline uint64_t clock_ns(clockid_t clock) {
     timespec ts{};

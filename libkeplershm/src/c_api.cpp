@@ -389,23 +389,9 @@ int keplershm_writer_info(keplershm_writer* writer, keplershm_segment_info* info
     return guarded([&] {
         require(writer, "writer");
         const keplershm_header& h = writer->writer.header();
-        keplershm_segment_info full{};
-        full.sz = sizeof full;
-        full.header = &h;
-        full.generation = h.generation;
-        full.segment_size = h.segment_size;
-        full.abi_major = h.abi_major;
-        full.abi_minor = h.abi_minor;
-        full.segment_kind = h.segment_kind;
-        full.slot_count = h.slot_count;
-        full.process_capacity = h.process_capacity;
-        full.cpu_count = h.cpu_count;
-        full.zone_count = h.zone_count;
-        full.metric_mask = h.metric_mask;
+        keplershm_segment_info full = info_from_header(h);
         full.latest_sequence = writer->writer.latest_sequence();
         full.state = h.state;
-        std::memcpy(full.node_name, h.node_name, sizeof full.node_name);
-        std::memcpy(full.cpu_model, h.cpu_model, sizeof full.cpu_model);
         copy_out(info, full);
         return KEPLERSHM_OK;
     });

@@ -24,6 +24,25 @@ uint64_t checked_mul(uint64_t a, uint64_t b, const char* what) {
 
 }  // namespace
 
+keplershm_segment_info info_from_header(const keplershm_header& h) {
+    keplershm_segment_info info{};
+    info.sz = sizeof info;
+    info.header = &h;
+    info.generation = h.generation;
+    info.segment_size = h.segment_size;
+    info.abi_major = h.abi_major;
+    info.abi_minor = h.abi_minor;
+    info.segment_kind = h.segment_kind;
+    info.slot_count = h.slot_count;
+    info.process_capacity = h.process_capacity;
+    info.cpu_count = h.cpu_count;
+    info.zone_count = h.zone_count;
+    info.metric_mask = h.metric_mask;
+    std::memcpy(info.node_name, h.node_name, sizeof info.node_name);
+    std::memcpy(info.cpu_model, h.cpu_model, sizeof info.cpu_model);
+    return info;
+}
+
 uint32_t min_record_size(uint32_t section_id) {
     switch (section_id) {
     case KEPLERSHM_SECTION_PROCESSES: return sizeof(keplershm_process);

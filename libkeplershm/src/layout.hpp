@@ -68,6 +68,9 @@ Layout validate_header(const void* bytes, size_t available, bool expect_slots);
 /// (keplershm_last_error_detail says why). Safe on garbage: reads only inside [frame, frame+available).
 int parse_frame(const uint8_t* frame, size_t available, const Layout& layout, keplershm_view& view);
 
+/// The segment_info fields that come from a header (configuration and node facts).
+keplershm_segment_info info_from_header(const keplershm_header& header);
+
 /// Minimum record size per section id for the readers' supported majors (0: unknown section).
 uint32_t min_record_size(uint32_t section_id);
 

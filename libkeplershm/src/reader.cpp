@@ -282,24 +282,14 @@ Status ReaderImpl::next(milliseconds timeout, keplershm_view& view) {
 }
 
 keplershm_segment_info ReaderImpl::info() {
-    keplershm_segment_info info{};
-    info.sz = sizeof info;
     const Layout* layout = recording_ ? recording_->first_layout() : &current().layout;
-    if (layout == nullptr) return info;
+    if (layout == nullptr) {
+        keplershm_segment_info empty{};
+        empty.sz = sizeof empty;
+        return empty;
+    }
     const keplershm_header& h = layout->header;
-    info.header = &h;
-    info.generation = h.generation;
-    info.segment_size = h.segment_size;
-    info.abi_major = h.abi_major;
-    info.abi_minor = h.abi_minor;
-    info.segment_kind = h.segment_kind;
-    info.slot_count = h.slot_count;
-    info.process_capacity = h.process_capacity;
-    info.cpu_count = h.cpu_count;
-    info.zone_count = h.zone_count;
-    info.metric_mask = h.metric_mask;
-    std::memcpy(info.node_name, h.node_name, sizeof info.node_name);
-    std::memcpy(info.cpu_model, h.cpu_model, sizeof info.cpu_model);
+    keplershm_segment_info info = info_from_header(h);
     info.reattach_count = reattach_count_;
     if (recording_) {
         info.is_recording = 1;

@@ -77,10 +77,11 @@ MappedSegment MappedSegment::create_exclusive(const std::string& name, uint64_t 
     return s;
 }
 
-MappedSegment MappedSegment::open_read_only(const std::string& name) {
+MappedSegment MappedSegment::open_existing(const std::string& name, bool writable) {
     MappedSegment s;
+    const bip::mode_t mode = writable ? bip::read_write : bip::read_only;
     try {
-        s.object_ = bip::shared_memory_object(bip::open_only, name.c_str(), bip::read_only);
+        s.object_ = bip::shared_memory_object(bip::open_only, name.c_str(), mode);
     } catch (const bip::interprocess_exception& e) {
         fail_interprocess(e, "open", name);
     }
@@ -89,34 +90,19 @@ MappedSegment MappedSegment::open_read_only(const std::string& name) {
     if (size < static_cast<off_t>(KEPLERSHM_HEADER_SIZE)) {
         fail(KEPLERSHM_E_CORRUPT, "segment '{}' has {} bytes, less than a header", name, size);
     }
+    // Readers map everything; a writer only ever opens a predecessor to mark its header replaced.
+    const size_t bytes = writable ? KEPLERSHM_HEADER_SIZE : static_cast<size_t>(size);
     try {
-        s.region_ = bip::mapped_region(s.object_, bip::read_only, 0, static_cast<size_t>(size));
+        s.region_ = bip::mapped_region(s.object_, mode, 0, bytes);
     } catch (const bip::interprocess_exception& e) {
         fail_interprocess(e, "map", name);
     }
     return s;
 }
 
-MappedSegment MappedSegment::open_read_write(const std::string& name) {
-    MappedSegment s;
-    try {
-        s.object_ = bip::shared_memory_object(bip::open_only, name.c_str(), bip::read_write);
-    } catch (const bip::interprocess_exception& e) {
-        fail_interprocess(e, "open", name);
-    }
-    off_t size = 0;
-    read_identity(s.object_.get_mapping_handle().handle, name, s.device_, s.inode_, s.owner_, size);
-    if (size < static_cast<off_t>(KEPLERSHM_HEADER_SIZE)) {
-        fail(KEPLERSHM_E_CORRUPT, "segment '{}' has {} bytes, less than a header", name, size);
-    }
-    try {
-        // Only the header is needed to mark the segment replaced.
-        s.region_ = bip::mapped_region(s.object_, bip::read_write, 0, KEPLERSHM_HEADER_SIZE);
-    } catch (const bip::interprocess_exception& e) {
-        fail_interprocess(e, "map", name);
-    }
-    return s;
-}
+MappedSegment MappedSegment::open_read_only(const std::string& name) { return open_existing(name, false); }
+
+MappedSegment MappedSegment::open_read_write(const std::string& name) { return open_existing(name, true); }
 
 bool segment_identity(const std::string& name, dev_t& device, ino_t& inode) {
     struct stat st {};

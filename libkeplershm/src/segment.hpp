@@ -35,6 +35,8 @@ public:
     [[nodiscard]] uid_t owner() const noexcept { return owner_; }
 
 private:
+    static MappedSegment open_existing(const std::string& name, bool writable);
+
     boost::interprocess::shared_memory_object object_;
     boost::interprocess::mapped_region region_;
     dev_t device_ = 0;

@@ -10,13 +10,7 @@ namespace {
 using test::ScopedName;
 using namespace std::chrono_literals;
 
-void publish(Writer& writer, int frames) {
-    for (int i = 0; i < frames; ++i) {
-        Draft draft = writer.begin();
-        test::fill_derived_frame(draft);
-        writer.commit(draft);
-    }
-}
+using test::publish;
 
 TEST(Ring, NotYetBeforeTheFirstFrameAndAfterTheLatest) {
     ScopedName name("ring");

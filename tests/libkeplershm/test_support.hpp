@@ -148,6 +148,15 @@ inline bool derived_frame_intact(const FrameView& view) {
     return unaccounted->cpu_time_ns == sum && unaccounted->exited_processes == n;
 }
 
+/// Publishes `frames` derived frames.
+inline void publish(Writer& writer, int frames) {
+    for (int i = 0; i < frames; ++i) {
+        Draft draft = writer.begin();
+        fill_derived_frame(draft);
+        writer.commit(draft);
+    }
+}
+
 inline WriterOptions small_options() {
     WriterOptions o;
     o.slot_count = 4;

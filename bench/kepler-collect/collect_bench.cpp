@@ -1,0 +1,72 @@
+// Micro-benchmarks of the collector's per-interval work that does not need privileges: parsing, the
+// procfs scan, cgroup identification, frame building. The eBPF cost and the daemon's CPU/RSS are
+// measured by the scripts next to this file (see README.md).
+#include <benchmark/benchmark.h>
+
+#include "cgroup_identity.hpp"
+#include "frame_builder.hpp"
+#include "proc_stat.hpp"
+#include "procfs_source.hpp"
+#include "text_io.hpp"
+
+namespace kepler::collect {
+namespace {
+
+void BM_ParseProcPidStat(benchmark::State& state) {
+    const std::string line = read_text_file_or_throw("/proc/self/stat", 4096);
+    for (auto _ : state) benchmark::DoNotOptimize(parse_proc_pid_stat(line));
+}
+BENCHMARK(BM_ParseProcPidStat);
+
+void BM_IdentifyCgroupPath(benchmark::State& state) {
+    const std::string path =
+        "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0d9b6c4e_27a2_4b57_8bb9_4f1c9e2b9a10.slice/"
+        "cri-containerd-7f3c2d1e0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d.scope";
+    for (auto _ : state) benchmark::DoNotOptimize(identify_cgroup_path(path));
+}
+BENCHMARK(BM_IdentifyCgroupPath);
+
+// One procfs interval on this machine: a scan of every /proc/<pid>/stat.
+void BM_ProcfsScan(benchmark::State& state) {
+    size_t processes = 0;
+    for (auto _ : state) processes = ProcfsSource::scan("/proc").size();
+    state.counters["processes"] = static_cast<double>(processes);
+}
+BENCHMARK(BM_ProcfsScan)->Unit(benchmark::kMicrosecond);
+
+// Filling a frame with N processes spread over N/10 workloads, through a real writer.
+void BM_BuildFrame(benchmark::State& state) {
+    const auto n = static_cast<uint32_t>(state.range(0));
+    SourceSample sample;
+    std::vector<std::shared_ptr<const CgroupWorkload>> workloads;
+    for (uint32_t i = 0; i < n; ++i) {
+        ProcessActivity a;
+        a.key = ProcessKey{1000 + i, 5000 + i};
+        a.cpu_time_ns = 1'000'000 + i;
+        a.set_comm("worker");
+        sample.processes.push_back(a);
+        auto w = std::make_shared<CgroupWorkload>();
+        w->path = "/system.slice/service-" + std::to_string(i / 10) + ".service";
+        workloads.push_back(std::move(w));
+    }
+    keplershm::WriterOptions options;
+    options.process_capacity = n;
+    options.workload_capacity = n;
+    options.replace_live = true;
+    keplershm::Writer writer("kc-bench-frame-" + std::to_string(n), options);
+    FrameInputs in;
+    in.sample = &sample;
+    in.workloads = &workloads;
+    for (auto _ : state) {
+        keplershm::Draft draft = writer.begin();
+        build_frame(draft, in);
+        writer.commit(draft);
+    }
+    state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * n);
+}
+BENCHMARK(BM_BuildFrame)->Arg(100)->Arg(1000)->Arg(4000)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace kepler::collect
+
+BENCHMARK_MAIN();
