@@ -243,6 +243,7 @@ TEST(Accuracy, WithTheRealCollectorAndAFakeRaplTree) {
     // The estimator waits for the segment, so it reads every frame of the collector's run; the children's
     // CPU time is sampled just before the collector starts and just after its last frame.
     const std::string segment = unique_segment_name("accuracy-collect");
+    const SegmentCleanup cleanup{segment};
     const std::filesystem::path prom = dir.path() / "out.prom";
     Child estimator({ESTIMATE_BINARY, "--shm-name", segment, "--listen", "none", "--process-metrics", "--prom-out", prom.string()},
                     (dir.path() / "estimator.log").string());

@@ -168,6 +168,7 @@ TEST(PrometheusEndToEnd, FedByTheRealCollector) {
     if (!fs::exists("/usr/bin/prometheus")) GTEST_SKIP() << "no Prometheus server (Debian package prometheus)";
     TempDir dir;
     const std::string segment = unique_segment_name("e2e-collect");
+    const SegmentCleanup cleanup{segment};
     const int estimator_port = free_port();
     const int prometheus_port = free_port();
     auto start_collector = [&](const std::string& log) {

@@ -1,5 +1,6 @@
 #include "support/test_frames.hpp"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -146,6 +147,8 @@ TestFrame simple_frame(uint64_t start_ns, uint64_t interval_ns, const std::vecto
     }
     return f;
 }
+
+SegmentCleanup::~SegmentCleanup() { shm_unlink(("/" + name).c_str()); }
 
 TempDir::TempDir() {
     std::string pattern = (std::filesystem::temp_directory_path() / "kepest-XXXXXX").string();

@@ -102,6 +102,12 @@ private:
 TestFrame simple_frame(uint64_t start_ns, uint64_t interval_ns, const std::vector<uint64_t>& cpu_ns,
                        const std::vector<uint64_t>& zones_uj = {}, uint32_t cpus = 4);
 
+/// Removes a segment name at destruction: for segments another program (the collector) may leave.
+struct SegmentCleanup {
+    std::string name;
+    ~SegmentCleanup();
+};
+
 /// A temporary directory removed at destruction.
 class TempDir {
 public:
