@@ -32,11 +32,17 @@ void write_prometheus_text(const std::string& path, const Estimator& estimator, 
     if (!out) throw std::runtime_error(fmt::format("cannot write {}", path));
 }
 
-/// One frame through the pipeline and to the per-frame outputs.
+/// One frame through the pipeline and to the per-frame outputs. Not thread-safe (pipeline thread).
 void handle_frame(Estimator& estimator, const keplershm::FrameView& frame, CsvExport* csv, bool top) {
     if (frame.missed() > 0) estimator.count_missed(frame.missed());
     if (!estimator.process(frame)) {
-        fmt::print(stderr, "kepler-estimate: {}\n", estimator.last_error());
+        // The same failure every interval (e.g. frames without CPU metrics) is logged once, not at 1 Hz;
+        // the health counters keep counting.
+        static std::string last_logged;
+        std::string error = estimator.last_error();
+        const std::string kind = error.substr(error.find(':') + 1);
+        if (kind != last_logged) fmt::print(stderr, "kepler-estimate: {}\n", error);
+        last_logged = kind;
         return;
     }
     std::lock_guard lock(estimator.mutex());  // exporters read concurrently
