@@ -38,26 +38,28 @@ struct {
     __type(value, struct kepler_proc_stats);
 } processes SEC(".maps");
 
-/* A thread: id and fork time (CLOCK_MONOTONIC ns), so a reused thread id is another key. */
-struct thread_key {
+/* A thread as sched_switch sees it. Keyed by the address of its task_struct (free to get, unlike
+ * anything read through a pointer); `tid` tells a reused task_struct from the thread it was. */
+struct kepler_thread {
+    __u64 last_runtime;          /* se.sum_exec_runtime at its last switch-out; 0 = none seen yet */
+    struct kepler_proc_key proc; /* its process, so the hot path never recomputes it */
     __u32 tid;
     __u32 reserved;
-    __u64 start_ns;
 };
 
 /*
- * Each thread's se.sum_exec_runtime at its last switch-out. The slice of a thread is the growth of
- * its own runtime counter between two switch-outs, so a switch the tracepoint never reported (some
- * kernels switch back to a task without a sched_switch event) loses nothing: the next switch-out
- * still sees the whole growth. LRU: an evicted baseline only means the next slice of that thread is
- * measured from the per-CPU switch-in record instead, as for a thread's first slice after load.
+ * The slice of a thread is the growth of its own runtime counter between two switch-outs, so a switch
+ * the tracepoint never reported (some kernels switch back to a task without a sched_switch event)
+ * loses nothing: the next switch-out still sees the whole growth. LRU, because threads come and go
+ * without telling: a dead thread's entry is the least recently used and goes first, and an evicted
+ * live thread only has its next slice measured from the per-CPU switch-in record instead.
  */
 struct {
     __uint(type, BPF_MAP_TYPE_LRU_HASH);
     __uint(max_entries, 32768);      /* user space sets the size from --bpf-max-threads */
-    __type(key, struct thread_key);
-    __type(value, __u64);
-} thread_runtime SEC(".maps");
+    __type(key, __u64);
+    __type(value, struct kepler_thread);
+} threads SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -96,13 +98,6 @@ struct {
 struct task_struct___pre55 {
     u64 real_start_time;
 } __attribute__((preserve_access_index));
-
-/* Kernels before 5.14 named the task state `state` (a long). */
-struct task_struct___pre514 {
-    long state;
-} __attribute__((preserve_access_index));
-
-#define TASK_DEAD 0x00000080 /* include/linux/sched.h: set by do_task_dead() before the last switch */
 
 /* Kernels 5.16–6.5 kept the large-folio order in its own byte; later ones in _flags_1's low byte. */
 struct folio___pre66 {
@@ -164,6 +159,30 @@ static __always_inline struct kepler_proc_stats *current_stats(const struct kepl
     return bpf_map_lookup_elem(&processes, key);
 }
 
+/* The current thread's record, created (with its process key and no runtime baseline yet) on first
+ * sight; NULL only if the LRU map cannot take it. */
+static __always_inline struct kepler_thread *current_thread(__u64 pid_tgid)
+{
+    __u64 task_address = bpf_get_current_task();
+    struct kepler_thread *thread = bpf_map_lookup_elem(&threads, &task_address);
+    if (thread && thread->tid == (__u32)pid_tgid)
+        return thread;
+    struct kepler_thread fresh = {.tid = (__u32)pid_tgid};
+    key_of((struct task_struct *)task_address, pid_tgid >> 32, &fresh.proc);
+    bpf_map_update_elem(&threads, &task_address, &fresh, BPF_ANY);
+    return bpf_map_lookup_elem(&threads, &task_address);
+}
+
+/* The current process's entry (via the thread record when there is one). */
+static __always_inline struct kepler_proc_stats *stats_of(struct kepler_thread *thread, __u64 pid_tgid)
+{
+    if (thread)
+        return current_stats(&thread->proc);
+    struct kepler_proc_key key;
+    key_of((struct task_struct *)bpf_get_current_task(), pid_tgid >> 32, &key);
+    return current_stats(&key);
+}
+
 /* Reads one hardware counter on this CPU; *delta is its change since the last switch here. */
 static __always_inline bool read_counter(void *map, __u32 index, struct kepler_cpu_state *cpu, __u64 *delta)
 {
@@ -202,99 +221,69 @@ static __always_inline void charge_counters(struct kepler_cpu_state *cpu, struct
     }
 }
 
-static __always_inline unsigned int task_state(struct task_struct *task)
+/* On-CPU ns of the current thread since its previous switch-out (see `threads`); `runtime` is its
+ * se.sum_exec_runtime now (at sched_switch the scheduler has updated it for prev in put_prev_task). */
+static __always_inline __u64 slice_of_current(struct kepler_cpu_state *cpu, struct kepler_thread *thread,
+                                              __u32 tid, __u64 now, __u64 runtime)
 {
-    if (bpf_core_field_exists(task->__state))
-        return BPF_CORE_READ(task, __state);
-    return (unsigned int)BPF_CORE_READ((struct task_struct___pre514 *)task, state);
-}
-
-/* On-CPU ns of the current thread since its previous switch-out (see thread_runtime). The scheduler
- * has updated se.sum_exec_runtime of prev (put_prev_task) before the tracepoint fires. */
-static __always_inline __u64 slice_of_current(struct kepler_cpu_state *cpu, __u32 tid, __u64 now)
-{
-    struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-    __u64 runtime = BPF_CORE_READ(task, se.sum_exec_runtime);
-    struct thread_key key = {.tid = tid, .start_ns = BPF_CORE_READ(task, start_time)};
-    bool dead = task_state(task) & TASK_DEAD; /* its last switch: forget the thread */
     __u64 slice = 0;
 
-    __u64 *last = bpf_map_lookup_elem(&thread_runtime, &key);
-    if (last) {
-        slice = runtime > *last ? runtime - *last : 0;
-        if (dead)
-            bpf_map_delete_elem(&thread_runtime, &key);
-        else
-            *last = runtime;
-        return slice;
-    }
-    /* First switch-out seen (or baseline evicted): measure from this CPU's switch-in record. */
-    if (cpu->running_since_ns != 0 && cpu->tid == tid) {
-        if (cpu->runtime_at_switch_in != 0 && runtime >= cpu->runtime_at_switch_in)
-            slice = runtime - cpu->runtime_at_switch_in;
-        else if (now > cpu->running_since_ns)
-            slice = now - cpu->running_since_ns; /* classic tracepoint: only wall time is known */
+    if (thread && thread->last_runtime != 0) {
+        slice = runtime > thread->last_runtime ? runtime - thread->last_runtime : 0;
+    } else if (cpu->running_since_ns != 0 && cpu->tid == tid && now > cpu->running_since_ns) {
+        slice = now - cpu->running_since_ns; /* first switch-out seen: wall time since the switch-in */
     } else {
-        count_drop(KEPLER_DROP_UNKNOWN_SLICE, 1);
+        count_drop(KEPLER_DROP_UNKNOWN_SLICE, 1); /* running since before load, or record lost */
     }
-    if (!dead)
-        bpf_map_update_elem(&thread_runtime, &key, &runtime, BPF_ANY);
+    if (thread)
+        thread->last_runtime = runtime;
     return slice;
 }
 
-/* prev is current. `next` may be NULL (classic tracepoint): then only its thread id is recorded and
- * user space resolves the process if it is still running at the boundary. */
-static __always_inline int on_switch(struct task_struct *next, __u32 next_tid)
+/* Charges the current thread's slice to its process; returns the process entry (NULL: map full). */
+static __always_inline struct kepler_proc_stats *account_current(struct kepler_cpu_state *cpu, __u64 pid_tgid,
+                                                                 __u64 now, __u64 runtime)
+{
+    struct kepler_thread *thread = current_thread(pid_tgid);
+    struct kepler_proc_stats *stats = stats_of(thread, pid_tgid);
+    __u64 slice = slice_of_current(cpu, thread, (__u32)pid_tgid, now, runtime);
+    if (stats)
+        __sync_fetch_and_add(&stats->cpu_time_ns, slice);
+    else
+        count_drop(KEPLER_DROP_MAP_FULL_NS, slice);
+    return stats;
+}
+
+/* Records who runs on this CPU from `now` on. SYNC POINT: pairs with the boundary read in
+ * bpf_source.cpp (version_begin first, version_end last). */
+static __always_inline void record_running(struct kepler_cpu_state *cpu, __u32 tid, __u64 now)
+{
+    __u64 version = cpu->version_begin + 1;
+    cpu->version_begin = version;
+    compiler_barrier();
+    cpu->running_since_ns = now;
+    cpu->tid = tid;
+    compiler_barrier();
+    cpu->version_end = version;
+}
+
+/* prev is current; prev_runtime is its se.sum_exec_runtime (read by each flavour the cheapest way it
+ * can); next_tid is the thread switched to (0: this CPU's idle task). */
+static __always_inline int on_switch(__u64 prev_runtime, __u32 next_tid)
 {
     __u32 zero = 0;
     struct kepler_cpu_state *cpu = bpf_map_lookup_elem(&cpu_states, &zero);
     if (!cpu)
         return 0;
-
     __u64 now = bpf_ktime_get_ns();
     __u64 pid_tgid = bpf_get_current_pid_tgid();
-    __u32 prev_tgid = pid_tgid >> 32;
-    __u32 prev_tid = (__u32)pid_tgid;
     struct kepler_proc_stats *stats = NULL;
 
-    if (prev_tgid != 0) { /* tgid 0: this CPU's idle task, not a process */
-        struct kepler_proc_key key;
-        key_of((struct task_struct *)bpf_get_current_task(), prev_tgid, &key);
-        stats = current_stats(&key);
-        __u64 slice = slice_of_current(cpu, prev_tid, now);
-        if (stats) {
-            __sync_fetch_and_add(&stats->cpu_time_ns, slice);
-            stats->cgroup_id = bpf_get_current_cgroup_id(); /* processes move between cgroups */
-        } else {
-            count_drop(KEPLER_DROP_MAP_FULL_NS, slice);
-        }
-    }
+    if ((pid_tgid >> 32) != 0) /* tgid 0: the idle task, not a process */
+        stats = account_current(cpu, pid_tgid, now, prev_runtime);
     if (hw_counters_enabled)
-        charge_counters(cpu, prev_tgid != 0 ? stats : NULL);
-
-    /* Publish who runs here from now on. SYNC POINT: pairs with the boundary read in bpf_source.cpp. */
-    __u64 version = cpu->version_begin + 1;
-    cpu->version_begin = version;
-    compiler_barrier();
-    cpu->running_since_ns = now;
-    cpu->tid = next_tid;
-    cpu->key.reserved = 0;
-    cpu->runtime_at_switch_in = 0;
-    if (next_tid == 0) {
-        cpu->key.tgid = 0;
-        cpu->key.start_ticks = 0;
-        cpu->key_valid = 1;
-    } else if (next) {
-        key_of(next, BPF_CORE_READ(next, tgid), &cpu->key);
-        cpu->key_valid = 1;
-        cpu->runtime_at_switch_in = BPF_CORE_READ(next, se.sum_exec_runtime);
-    } else {
-        cpu->key.tgid = 0;
-        cpu->key.start_ticks = 0;
-        cpu->key_valid = 0;
-    }
-    compiler_barrier();
-    cpu->version_end = version;
+        charge_counters(cpu, stats);
+    record_running(cpu, next_tid, now);
     return 0;
 }
 
@@ -314,51 +303,23 @@ int kepler_repair(void *ctx)
     if (!cpu || cpu->running_since_ns == 0)
         return 0;
     __u64 pid_tgid = bpf_get_current_pid_tgid();
-    __u32 tid = (__u32)pid_tgid;
-    __u32 tgid = pid_tgid >> 32;
-    if (tid == cpu->tid)
+    if ((__u32)pid_tgid == cpu->tid)
         return 0; /* the common case: the record is right */
-
     __u64 now = bpf_ktime_get_ns();
-    struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-    if (tgid != 0) {
-        struct kepler_proc_key key;
-        key_of(task, tgid, &key);
-        struct kepler_proc_stats *stats = current_stats(&key);
-        __u64 slice = slice_of_current(cpu, tid, now);
-        if (stats)
-            __sync_fetch_and_add(&stats->cpu_time_ns, slice);
-        else
-            count_drop(KEPLER_DROP_MAP_FULL_NS, slice);
+    if ((pid_tgid >> 32) != 0) {
+        struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+        account_current(cpu, pid_tgid, now, BPF_CORE_READ(task, se.sum_exec_runtime));
     }
-    __u64 version = cpu->version_begin + 1;
-    cpu->version_begin = version;
-    compiler_barrier();
-    cpu->running_since_ns = now;
-    cpu->tid = tid;
-    cpu->key.reserved = 0;
-    cpu->key_valid = 1;
-    if (tgid != 0) {
-        key_of(task, tgid, &cpu->key);
-        cpu->runtime_at_switch_in = BPF_CORE_READ(task, se.sum_exec_runtime);
-    } else {
-        cpu->key.tgid = 0;
-        cpu->key.start_ticks = 0;
-        cpu->runtime_at_switch_in = 0;
-    }
-    compiler_barrier();
-    cpu->version_end = version;
+    record_running(cpu, (__u32)pid_tgid, now);
     return 0;
 }
 
 static __always_inline struct kepler_proc_stats *stats_of_current(void)
 {
-    __u32 tgid = bpf_get_current_pid_tgid() >> 32;
-    if (tgid == 0)
+    __u64 pid_tgid = bpf_get_current_pid_tgid();
+    if ((pid_tgid >> 32) == 0)
         return NULL; /* idle: softirqs on an idle CPU belong to no process */
-    struct kepler_proc_key key;
-    key_of((struct task_struct *)bpf_get_current_task(), tgid, &key);
-    return current_stats(&key);
+    return stats_of(current_thread(pid_tgid), pid_tgid);
 }
 
 static __always_inline int on_softirq(__u32 vector)
@@ -421,8 +382,10 @@ static __always_inline int on_exit(void)
 static __always_inline int on_exec(void)
 {
     struct kepler_proc_stats *stats = stats_of_current();
-    if (stats)
-        bpf_get_current_comm(&stats->comm, sizeof(stats->comm)); /* the exec'ing thread is now the leader */
+    if (!stats)
+        return 0;
+    bpf_get_current_comm(&stats->comm, sizeof(stats->comm)); /* the exec'ing thread is now the leader */
+    stats->cgroup_id = bpf_get_current_cgroup_id();          /* runtimes place a container before exec */
     return 0;
 }
 
@@ -431,7 +394,8 @@ static __always_inline int on_exec(void)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(kepler_switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-    return on_switch(next, BPF_CORE_READ(next, pid));
+    /* Typed arguments: plain loads, no bpf_probe_read_kernel() calls on the hottest path. */
+    return on_switch(prev->se.sum_exec_runtime, next->pid);
 }
 
 SEC("tp_btf/softirq_entry")
@@ -469,7 +433,7 @@ int BPF_PROG(kepler_exec_btf)
 SEC("raw_tp/sched_switch")
 int BPF_PROG(kepler_switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-    return on_switch(next, BPF_CORE_READ(next, pid));
+    return on_switch(BPF_CORE_READ(prev, se.sum_exec_runtime), BPF_CORE_READ(next, pid));
 }
 
 SEC("raw_tp/softirq_entry")
@@ -507,7 +471,8 @@ int BPF_PROG(kepler_exec_raw)
 SEC("tracepoint/sched/sched_switch")
 int kepler_switch_tp(struct trace_event_raw_sched_switch *ctx)
 {
-    return on_switch(NULL, ctx->next_pid);
+    struct task_struct *prev = (struct task_struct *)bpf_get_current_task();
+    return on_switch(BPF_CORE_READ(prev, se.sum_exec_runtime), ctx->next_pid);
 }
 
 SEC("tracepoint/irq/softirq_entry")

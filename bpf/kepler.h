@@ -56,23 +56,21 @@ struct kepler_proc_stats {
 };
 
 /*
- * What runs on one CPU now (per-CPU array, one slot). Written only by sched_switch on that CPU; read by
- * user space at each interval boundary to credit a task that is still running with its time up to the
- * boundary. Torn reads are detected with two copies of a version number: the program stores
- * `version_begin` first and `version_end` last; the kernel copies the value to user space in ascending
- * address order, so a copy with version_end == version_begin was not written while it was copied
- * (on x86's ordered stores and loads; elsewhere the check still catches almost every tear).
+ * What runs on one CPU now (per-CPU array, one slot). Written only on that CPU (sched_switch and the
+ * repair sampler); read by user space at each interval boundary to credit a task that is still running
+ * with its time up to the boundary. Only the thread id is kept: resolving it to its process would cost
+ * every context switch, while user space needs it for one task per CPU per interval.
+ * Torn reads are detected with two copies of a version number: the program stores `version_begin`
+ * first and `version_end` last; the kernel copies the value to user space in ascending address order,
+ * so a copy with version_end == version_begin was not written while it was copied (on x86's ordered
+ * stores and loads; elsewhere the check still catches almost every tear).
  */
 struct kepler_cpu_state {
     __u64 version_end;                         /* stored last by the writer, read first by user space */
     __u64 running_since_ns;                    /* bpf_ktime_get_ns() of the switch-in, 0 = unknown */
-    struct kepler_proc_key key;                /* of the running task; tgid 0 = idle or unknown */
     __u32 tid;                                 /* thread id of the running task (0 = idle) */
-    __u32 key_valid;                           /* 0: only tid is known (classic tracepoint attach) */
-    __u64 runtime_at_switch_in;                /* its se.sum_exec_runtime then, 0 = unknown */
-    __u64 hw_last[KEPLER_HW_COUNTERS];         /* counter values at the last switch on this CPU */
     __u32 hw_last_valid;                       /* bit i: hw_last[i] holds a real reading */
-    __u32 reserved;
+    __u64 hw_last[KEPLER_HW_COUNTERS];         /* counter values at the last switch on this CPU */
     __u64 version_begin;                       /* stored first by the writer, read last by user space */
 };
 

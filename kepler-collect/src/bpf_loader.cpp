@@ -219,7 +219,7 @@ std::string BpfProgram::try_attach(AttachMode mode) {
     for (uint32_t c = 0; c < KEPLER_HW_COUNTERS; ++c) any_counter = any_counter || counters_.available(c);
     skel->rodata->hw_counters_enabled = any_counter ? 1 : 0;
     bpf_map__set_max_entries(skel->maps.processes, max_processes_);
-    bpf_map__set_max_entries(skel->maps.thread_runtime, max_threads_);
+    bpf_map__set_max_entries(skel->maps.threads, max_threads_);
 
     bpf_program* prog = nullptr;
     bpf_object__for_each_program(prog, skel->obj) bpf_program__set_autoload(prog, false);

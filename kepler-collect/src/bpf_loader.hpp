@@ -23,7 +23,7 @@ enum class AttachMode { tp_btf, raw_tp, tracepoint };
 struct BpfOptions {
     std::optional<AttachMode> attach;  // nullopt: try tp_btf, raw_tp, tracepoint in that order
     uint32_t max_processes = 16384;    // entries of the `processes` map
-    uint32_t max_threads = 32768;      // entries of the `thread_runtime` LRU map (per-thread baselines)
+    uint32_t max_threads = 32768;      // entries of the `threads` LRU map (per-thread baselines)
     bool hardware_counters = true;     // open cycles/instructions/LLC misses where a PMU exists
 };
 

@@ -128,14 +128,15 @@ std::unordered_map<ProcessKey, uint64_t, ProcessKeyHash> BpfSource::read_in_flig
         const kepler_cpu_state& s = states[cpu];
         // Unsettled: the CPU switched while we copied; its slice is credited at the next boundary.
         if (!settled[cpu] || s.running_since_ns == 0 || s.tid == 0 || boundary_ns <= s.running_since_ns) continue;
-        const ProcessKey key = s.key_valid ? to_key(s.key) : resolve_thread(s.tid);
+        // A thread that ended meanwhile resolves to nothing: its last slice was charged at its exit.
+        const ProcessKey key = resolve_thread(s.tid);
         if (key.tgid == 0) continue;
         in_flight[key] += boundary_ns - s.running_since_ns;
     }
     return in_flight;
 }
 
-// Classic tracepoints only give the next task's thread id: find its process in /proc.
+// The per-CPU record holds only the thread id (cheaper for every context switch): find its process.
 ProcessKey BpfSource::resolve_thread(uint32_t tid) const {
     const ReadResult status = read_text_file(fmt::format("{}/{}/status", proc_root_, tid), 16384);
     uint64_t tgid = 0;
