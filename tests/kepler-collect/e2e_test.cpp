@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -145,6 +146,20 @@ TEST(EndToEnd, ConsecutiveFramesCarryOurChildByPidAndStartTime) {
     EXPECT_EQ(collector.stop(SIGTERM), 0) << collector.log();
     EXPECT_EQ(reader.info().state, static_cast<uint32_t>(KEPLERSHM_STATE_RETIRED));
     EXPECT_FALSE(segment_exists(name)) << "a clean stop removes the name";
+}
+
+TEST(EndToEnd, C99ClientReadsTheCollectorsFrames) {
+    TempDir empty_sysfs;
+    const std::string name = testing::unique_segment_name("kc-e2e-c99");
+    BusyChild child(testing::test_cpu(), 0.5);
+    const uint64_t start_ticks = testing::proc_times(child.pid()).start_ticks;
+    Collector collector({"--shm-name", name, "--interval", "200ms", "--sysfs-root", empty_sysfs.path().string(),
+                         "--kube", "off"});
+    const std::string command = std::string(KEPLER_COLLECT_C99_READER) + " " + name + " " +
+                                std::to_string(child.pid()) + " " + std::to_string(start_ticks) + " 3";
+    EXPECT_EQ(std::system(command.c_str()), 0) << "the C99 reader must see our child in 3 consecutive frames\n"
+                                               << collector.log();
+    EXPECT_EQ(collector.stop(SIGTERM), 0);
 }
 
 TEST(EndToEnd, FakeRaplZonesInTheHeaderAndEnergyInTheFrames) {
