@@ -36,14 +36,19 @@ t0=$(ticks)
 sleep "$seconds"
 t1=$(ticks)
 hz=$(getconf CLK_TCK)
-rss=$(awk '/^VmRSS/ {print $2}' "/proc/$collector_pid/status")
-hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$collector_pid/status")
+status="/proc/$collector_pid/status"
+rss=$(awk '/^VmRSS/ {print $2}' "$status")
+hwm=$(awk '/^VmHWM/ {print $2}' "$status")
+anon=$(awk '/^RssAnon/ {print $2}' "$status")
+file=$(awk '/^RssFile/ {print $2}' "$status")
+shmem=$(awk '/^RssShmem/ {print $2}' "$status")
 segment=$(stat -c %s "/dev/shm/$name")
 live=$(ls -d /proc/[0-9]* | wc -l)
 awk -v t="$((t1 - t0))" -v hz="$hz" -v s="$seconds" -v rss="$rss" -v hwm="$hwm" -v seg="$segment" \
-    -v live="$live" -v src="$source" 'BEGIN {
+    -v live="$live" -v src="$source" -v anon="$anon" -v file="$file" -v shmem="$shmem" 'BEGIN {
     printf "source %s, %d live processes, %d s at 1 s interval:\n", src, live, s
     printf "  CPU %.3f s = %.2f%% of one core\n", t / hz, t / hz / s * 100
-    printf "  RSS %.1f MB at the end, peak %.1f MB; segment %.1f MB (shared memory)\n", rss / 1024, hwm / 1024, seg / 1048576
+    printf "  RSS %.1f MB at the end (anonymous %.1f, files %.1f, segment pages %.1f), peak %.1f MB\n", rss / 1024, anon / 1024, file / 1024, shmem / 1024, hwm / 1024
+    printf "  RSS besides the segment: %.1f MB; segment size %.1f MB (shared memory)\n", (rss - shmem) / 1024, seg / 1048576
 }'
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
