@@ -1,0 +1,279 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * kepler_account.bpf.h — the accounting behind the hooks of kepler.bpf.c: process and thread records,
+ * slices, hardware counters, softirqs, page cache, exits. Included by kepler.bpf.c after its settings
+ * and maps (one BPF object; split only so each file reads in one sitting). Everything here is
+ * __always_inline: each hook flavour gets its own copy, with the flavour's cheapest reads.
+ */
+#ifndef KEPLER_ACCOUNT_BPF_H
+#define KEPLER_ACCOUNT_BPF_H
+
+/* Kernels before 5.5 named the boot-based start time real_start_time. */
+struct task_struct___pre55 {
+    u64 real_start_time;
+} __attribute__((preserve_access_index));
+
+/* Kernels 5.16–6.5 kept the large-folio order in its own byte; later ones in _flags_1's low byte. */
+struct folio___pre66 {
+    unsigned char _folio_order;
+} __attribute__((preserve_access_index));
+
+/* Orders the version stores around the fields they protect (the JIT emits stores in program order). */
+#define compiler_barrier() asm volatile("" ::: "memory")
+
+static __always_inline void count_drop(__u32 counter, __u64 amount)
+{
+    __u64 *value = bpf_map_lookup_elem(&drops, &counter);
+    if (value)
+        *value += amount; /* per-CPU slot: no other writer */
+}
+
+static __always_inline __u64 leader_start_ticks(struct task_struct *task)
+{
+    struct task_struct *leader = BPF_CORE_READ(task, group_leader);
+    __u64 boot_ns;
+
+    if (bpf_core_field_exists(leader->start_boottime))
+        boot_ns = BPF_CORE_READ(leader, start_boottime);
+    else
+        boot_ns = BPF_CORE_READ((struct task_struct___pre55 *)leader, real_start_time);
+    /* The kernel's nsec_to_clock_t() for /proc/<pid>/stat field 22: a truncating division. */
+    return boot_ns / ns_per_tick;
+}
+
+static __always_inline void key_of(struct task_struct *task, __u32 tgid, struct kepler_proc_key *key)
+{
+    key->tgid = tgid;
+    key->reserved = 0;
+    key->start_ticks = leader_start_ticks(task);
+}
+
+/* Entry of the current task's process, created on first sight; NULL when the map is full (counted). */
+static __always_inline struct kepler_proc_stats *current_stats(const struct kepler_proc_key *key)
+{
+    struct kepler_proc_stats *stats = bpf_map_lookup_elem(&processes, key);
+    if (stats)
+        return stats;
+
+    struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+    struct kepler_proc_stats fresh = {};
+    fresh.cgroup_id = bpf_get_current_cgroup_id();
+    if (BPF_CORE_READ(task, flags) & PF_KTHREAD)
+        fresh.flags |= KEPLER_STATS_KTHREAD;
+    /* A process seen for the first time while its last thread is exiting is already gone. */
+    if (BPF_CORE_READ(task, signal, live.counter) == 0)
+        fresh.flags |= KEPLER_STATS_EXITED;
+    BPF_CORE_READ_STR_INTO(&fresh.comm, task, group_leader, comm);
+
+    long err = bpf_map_update_elem(&processes, key, &fresh, BPF_NOEXIST);
+    if (err && err != -EEXIST) { /* -EEXIST: another CPU created it meanwhile, which is fine */
+        count_drop(KEPLER_DROP_MAP_FULL, 1);
+        return NULL;
+    }
+    return bpf_map_lookup_elem(&processes, key);
+}
+
+/* The current thread's record, created (with its process key and no runtime baseline yet) on first
+ * sight; NULL only if the LRU map cannot take it. */
+static __always_inline struct kepler_thread *current_thread(__u64 pid_tgid)
+{
+    __u64 task_address = bpf_get_current_task();
+    struct kepler_thread *thread = bpf_map_lookup_elem(&threads, &task_address);
+    if (thread && thread->tid == (__u32)pid_tgid)
+        return thread;
+    struct kepler_thread fresh = {.tid = (__u32)pid_tgid};
+    key_of((struct task_struct *)task_address, pid_tgid >> 32, &fresh.proc);
+    bpf_map_update_elem(&threads, &task_address, &fresh, BPF_ANY);
+    return bpf_map_lookup_elem(&threads, &task_address);
+}
+
+/* The current process's entry (via the thread record when there is one). */
+static __always_inline struct kepler_proc_stats *stats_of(struct kepler_thread *thread, __u64 pid_tgid)
+{
+    if (thread)
+        return current_stats(&thread->proc);
+    struct kepler_proc_key key;
+    key_of((struct task_struct *)bpf_get_current_task(), pid_tgid >> 32, &key);
+    return current_stats(&key);
+}
+
+/* Reads one hardware counter on this CPU; *delta is its change since the last switch here. */
+static __always_inline bool read_counter(void *map, __u32 index, struct kepler_cpu_state *cpu, __u64 *delta)
+{
+    struct bpf_perf_event_value value = {};
+    __u32 bit = 1u << index;
+
+    if (bpf_perf_event_read_value(map, BPF_F_CURRENT_CPU, &value, sizeof(value)) != 0) {
+        cpu->hw_last_valid &= ~bit; /* -ENOENT: no event in this CPU's slot; "unavailable", not zero */
+        return false;
+    }
+    bool had_start = cpu->hw_last_valid & bit;
+    *delta = value.counter - cpu->hw_last[index & (KEPLER_HW_COUNTERS - 1)];
+    cpu->hw_last[index & (KEPLER_HW_COUNTERS - 1)] = value.counter;
+    cpu->hw_last_valid |= bit;
+    return had_start;
+}
+
+static __always_inline void charge_counters(struct kepler_cpu_state *cpu, struct kepler_proc_stats *stats)
+{
+    __u64 delta = 0;
+
+    if (read_counter(&hw_cycles, KEPLER_HW_CYCLES, cpu, &delta)) {
+        if (stats) __sync_fetch_and_add(&stats->hw[KEPLER_HW_CYCLES], delta);
+    } else if (stats) {
+        __sync_fetch_and_add(&stats->hw_unavailable[KEPLER_HW_CYCLES], 1);
+    }
+    if (read_counter(&hw_instructions, KEPLER_HW_INSTRUCTIONS, cpu, &delta)) {
+        if (stats) __sync_fetch_and_add(&stats->hw[KEPLER_HW_INSTRUCTIONS], delta);
+    } else if (stats) {
+        __sync_fetch_and_add(&stats->hw_unavailable[KEPLER_HW_INSTRUCTIONS], 1);
+    }
+    if (read_counter(&hw_cache_misses, KEPLER_HW_CACHE_MISSES, cpu, &delta)) {
+        if (stats) __sync_fetch_and_add(&stats->hw[KEPLER_HW_CACHE_MISSES], delta);
+    } else if (stats) {
+        __sync_fetch_and_add(&stats->hw_unavailable[KEPLER_HW_CACHE_MISSES], 1);
+    }
+}
+
+/* On-CPU ns of the current thread since its previous switch-out (see `threads`); `runtime` is its
+ * se.sum_exec_runtime now (at sched_switch the scheduler has updated it for prev in put_prev_task). */
+static __always_inline __u64 slice_of_current(struct kepler_cpu_state *cpu, struct kepler_thread *thread,
+                                              __u32 tid, __u64 now, __u64 runtime)
+{
+    __u64 slice = 0;
+
+    if (thread && thread->last_runtime != 0) {
+        slice = runtime > thread->last_runtime ? runtime - thread->last_runtime : 0;
+    } else if (cpu->running_since_ns != 0 && cpu->tid == tid && now > cpu->running_since_ns) {
+        slice = now - cpu->running_since_ns; /* first switch-out seen: wall time since the switch-in */
+    } else {
+        count_drop(KEPLER_DROP_UNKNOWN_SLICE, 1); /* running since before load, or record lost */
+    }
+    if (thread)
+        thread->last_runtime = runtime;
+    return slice;
+}
+
+/* Charges the current thread's slice to its process; returns the process entry (NULL: map full). */
+static __always_inline struct kepler_proc_stats *account_current(struct kepler_cpu_state *cpu, __u64 pid_tgid,
+                                                                 __u64 now, __u64 runtime)
+{
+    struct kepler_thread *thread = current_thread(pid_tgid);
+    struct kepler_proc_stats *stats = stats_of(thread, pid_tgid);
+    __u64 slice = slice_of_current(cpu, thread, (__u32)pid_tgid, now, runtime);
+    if (stats)
+        __sync_fetch_and_add(&stats->cpu_time_ns, slice);
+    else
+        count_drop(KEPLER_DROP_MAP_FULL_NS, slice);
+    return stats;
+}
+
+/* Records who runs on this CPU from `now` on. SYNC POINT: pairs with the boundary read in
+ * bpf_source.cpp (version_begin first, version_end last). */
+static __always_inline void record_running(struct kepler_cpu_state *cpu, __u32 tid, __u64 now)
+{
+    __u64 version = cpu->version_begin + 1;
+    cpu->version_begin = version;
+    compiler_barrier();
+    cpu->running_since_ns = now;
+    cpu->tid = tid;
+    compiler_barrier();
+    cpu->version_end = version;
+}
+
+/* prev is current; prev_runtime is its se.sum_exec_runtime (read by each flavour the cheapest way it
+ * can); next_tid is the thread switched to (0: this CPU's idle task). */
+static __always_inline int on_switch(__u64 prev_runtime, __u32 next_tid)
+{
+    __u32 zero = 0;
+    struct kepler_cpu_state *cpu = bpf_map_lookup_elem(&cpu_states, &zero);
+    if (!cpu)
+        return 0;
+    __u64 now = bpf_ktime_get_ns();
+    __u64 pid_tgid = bpf_get_current_pid_tgid();
+    struct kepler_proc_stats *stats = NULL;
+
+    if ((pid_tgid >> 32) != 0) /* tgid 0: the idle task, not a process */
+        stats = account_current(cpu, pid_tgid, now, prev_runtime);
+    if (hw_counters_enabled)
+        charge_counters(cpu, stats);
+    record_running(cpu, next_tid, now);
+    return 0;
+}
+
+static __always_inline struct kepler_proc_stats *stats_of_current(void)
+{
+    __u64 pid_tgid = bpf_get_current_pid_tgid();
+    if ((pid_tgid >> 32) == 0)
+        return NULL; /* idle: softirqs on an idle CPU belong to no process */
+    return stats_of(current_thread(pid_tgid), pid_tgid);
+}
+
+static __always_inline int on_softirq(__u32 vector)
+{
+    if (vector >= KEPLER_SOFTIRQ_VECTORS)
+        return 0;
+    struct kepler_proc_stats *stats = stats_of_current();
+    if (stats)
+        __sync_fetch_and_add(&stats->softirq[vector], 1);
+    return 0;
+}
+
+static __always_inline int on_pages_requested(unsigned long first, unsigned long last)
+{
+    if (last < first)
+        return 0;
+    struct kepler_proc_stats *stats = stats_of_current();
+    if (stats)
+        __sync_fetch_and_add(&stats->page_cache_requested, last - first + 1); /* last is inclusive */
+    return 0;
+}
+
+static __always_inline int on_pages_added(__u64 pages)
+{
+    struct kepler_proc_stats *stats = stats_of_current();
+    if (stats)
+        __sync_fetch_and_add(&stats->page_cache_added, pages);
+    return 0;
+}
+
+static __always_inline __u64 folio_pages(struct folio *folio)
+{
+    unsigned long page_flags = 0;
+    __u64 order;
+
+    /* The page flags word is the first member of struct page and struct folio in every layout. */
+    bpf_probe_read_kernel(&page_flags, sizeof(page_flags), folio);
+    if (!(page_flags & (1UL << bpf_core_enum_value(enum pageflags, PG_head))))
+        return 1;
+    if (bpf_core_field_exists(((struct folio___pre66 *)folio)->_folio_order))
+        order = BPF_CORE_READ((struct folio___pre66 *)folio, _folio_order);
+    else if (bpf_core_field_exists(folio->_flags_1))
+        order = BPF_CORE_READ(folio, _flags_1) & 0xff;
+    else
+        order = 0;
+    return 1ULL << (order & 31);
+}
+
+static __always_inline int on_exit(void)
+{
+    struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+    if (BPF_CORE_READ(task, signal, live.counter) != 0)
+        return 0; /* other threads of the group still run */
+    struct kepler_proc_stats *stats = stats_of_current();
+    if (stats)
+        stats->flags |= KEPLER_STATS_EXITED; /* only ever set; user space deletes the entry later */
+    return 0;
+}
+
+static __always_inline int on_exec(void)
+{
+    struct kepler_proc_stats *stats = stats_of_current();
+    if (!stats)
+        return 0;
+    bpf_get_current_comm(&stats->comm, sizeof(stats->comm)); /* the exec'ing thread is now the leader */
+    stats->cgroup_id = bpf_get_current_cgroup_id();          /* runtimes place a container before exec */
+    return 0;
+}
+
+#endif /* KEPLER_ACCOUNT_BPF_H */
