@@ -89,7 +89,7 @@ def test_kepler_csv_mapping(tmp_path):
     assert dataset.load_kepler_csv(str(csv), "us").X[5][0] == 5.0
 
 
-@pytest.mark.skipif(not os.path.isdir(DATA), reason="shared/data/kepler-model-db not present")
+@pytest.mark.skipif(not os.path.isdir(DATA), reason="tests/data/kepler-model-db not present")
 def test_real_kepler_data_trains(tmp_path):
     out = str(tmp_path / "nx12")
     result = run("train", os.path.join(DATA, "nx12_rapl_abs_BPFOnly.csv"), "--out", out, "--rounds", "100")
