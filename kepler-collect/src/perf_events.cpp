@@ -36,7 +36,7 @@ int open_counter(const PerfCounterConfig& c, int cpu) {
 const char* explain(int error) {
     switch (error) {
         case ENOENT:
-        case EOPNOTSUPP: return "no PMU for this event (typical in VMs)";
+        case EOPNOTSUPP: return "no PMU for this event, typical in VMs";
         case EACCES:
         case EPERM: return "not permitted (needs CAP_PERFMON, or CAP_SYS_ADMIN before 5.8)";
         default: return "";
@@ -61,8 +61,9 @@ HardwareCounters HardwareCounters::open(uint32_t possible_cpus) {
             if (fd < 0 && (errno == ENOENT || errno == EOPNOTSUPP || errno == EACCES || errno == EPERM)) break;
         }
         if (!h.available(counter)) {
-            h.reasons_[counter] = fmt::format("{}: {} {}", configs[counter].name, std::strerror(first_error),
-                                              explain(first_error));
+            const std::string why = explain(first_error);
+            h.reasons_[counter] = fmt::format("{}: unavailable ({}{}{})", configs[counter].name, std::strerror(first_error),
+                                              why.empty() ? "" : ": ", why);
         }
     }
     return h;
