@@ -34,11 +34,6 @@ def tool(name):
     return path
 
 
-def options_of(binary):
-    text = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=30)
-    return text.stdout + text.stderr
-
-
 def fake_rapl(root):
     """<root>/class/powercap with one package (and its dram subzone); energy advanced by a thread."""
     zones = {"intel-rapl:0": "package-0", "intel-rapl:0:0": "dram"}
@@ -116,16 +111,9 @@ def test_estimator_agrees_with_python_on_a_synthetic_recording(recording, tmp_pa
 
 def test_estimator_predictions_equal_pythons(tmp_path, shm_name):
     collect, estimate = tool("kepler-collect"), tool("kepler-estimate")
-    help_text = options_of(collect)
-    root_option = next((o for o in re.findall(r"--[a-z-]*(?:sysfs|powercap)[a-z-]*", help_text)), None)
-    if "--shm-name" not in help_text or root_option is None:
-        pytest.skip("kepler-collect --help shows no --shm-name or sysfs/powercap root option to point it at a fake "
-                    "RAPL tree")
-    args = [collect, "--shm-name", shm_name, root_option, str(tmp_path / "sys")]
-    interval = re.search(r"(--interval[a-z-]*)\s+\S*\s*(.*)", help_text)
-    fast = []
-    if interval:
-        fast = [interval.group(1), "250" if "ms" in interval.group(1) + interval.group(2)[:60] else "0.25"]
+    # A quarter-second interval: 8 s give ~32 frames.
+    args = [collect, "--shm-name", shm_name, "--sysfs-root", str(tmp_path / "sys"), "--interval", "250ms"]
+    seconds = 8
 
     stop_rapl, _ = fake_rapl(str(tmp_path / "sys"))
     stop_load = threading.Event()
@@ -134,16 +122,12 @@ def test_estimator_predictions_equal_pythons(tmp_path, shm_name):
     rec = str(tmp_path / "collector.kshm")
     collector = None
     try:
-        # A quarter-second interval if the collector takes our guess at its option; else its default.
-        for extra, seconds in ((fast, 8), ([], 45)) if fast else (([], 45),):
-            log = open(str(tmp_path / "collect.log"), "w")  # a file, not a pipe: a chatty collector never blocks
-            collector = subprocess.Popen(args + extra, stdout=log, stderr=subprocess.STDOUT)
-            deadline = time.monotonic() + 20
-            while not os.path.exists("/dev/shm/" + shm_name) and collector.poll() is None:
-                assert time.monotonic() < deadline, "kepler-collect created no segment in 20 s"
-                time.sleep(0.1)
-            if collector.poll() is None:
-                break
+        log = open(str(tmp_path / "collect.log"), "w")  # a file, not a pipe: a chatty collector never blocks
+        collector = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while not os.path.exists("/dev/shm/" + shm_name) and collector.poll() is None:
+            assert time.monotonic() < deadline, "kepler-collect created no segment in 20 s"
+            time.sleep(0.1)
         assert collector.poll() is None, "kepler-collect exited: %s" % open(str(tmp_path / "collect.log")).read()
         result = keplershm.record(shm_name, rec, duration_s=seconds)
     finally:
