@@ -72,7 +72,14 @@ std::shared_ptr<const CgroupWorkload> WorkloadResolver::resolve(ProcessActivity&
     Cached& c = cache_[p.key];
     const bool moved = p.cgroup_id != 0 && c.source_cgroup_id != 0 && p.cgroup_id != c.source_cgroup_id;
     if (!c.workload || moved || sample_ - c.resolved_at >= refresh_samples_) {
-        if (auto fresh = read_workload(p)) c.workload = std::move(fresh);  // a vanished process keeps its last answer
+        if (auto fresh = read_workload(p)) {
+            c.workload = std::move(fresh);
+            if (p.cgroup_id != 0) by_cgroup_id_[p.cgroup_id] = c.workload;
+        } else if (!c.workload || moved) {  // gone from /proc: its cgroup may still be known
+            if (const auto known = by_cgroup_id_.find(p.cgroup_id); p.cgroup_id != 0 && known != by_cgroup_id_.end()) {
+                c.workload = known->second;
+            }
+        }
         c.resolved_at = sample_;
         c.source_cgroup_id = p.cgroup_id;
     }
@@ -85,6 +92,7 @@ void WorkloadResolver::end_sample() {
     ++sample_;
     if (sample_ % 64 != 0) return;
     std::erase_if(cache_, [&](const auto& item) { return sample_ - item.second.used_at > 2 * refresh_samples_; });
+    if (by_cgroup_id_.size() > 65536) by_cgroup_id_.clear();  // bound it; live cgroups are learned again
 }
 
 std::shared_ptr<const CgroupWorkload> WorkloadResolver::read_workload(const ProcessActivity& p) const {

@@ -30,7 +30,8 @@ struct CgroupMounts {
 [[nodiscard]] CgroupMounts parse_cgroup_mounts(std::string_view mountinfo);
 
 /// Caches one resolution per process; re-resolves when the eBPF source reports another cgroup id
-/// (the process moved) and every `refresh_samples` samples. Not thread-safe.
+/// (the process moved) and every `refresh_samples` samples. A process already gone from /proc gets the
+/// workload last seen for its cgroup id. Not thread-safe.
 class WorkloadResolver {
 public:
     explicit WorkloadResolver(std::string proc_root = "/proc", uint32_t refresh_samples = 30);
@@ -55,6 +56,9 @@ private:
     CgroupMounts mounts_;
     std::shared_ptr<const CgroupWorkload> kernel_;
     std::unordered_map<ProcessKey, Cached, ProcessKeyHash> cache_;
+    // Workloads by the cgroup id the eBPF source reports: a process that is gone from /proc before
+    // we looked (short-lived commands in containers) still finds the workload of its cgroup.
+    std::unordered_map<uint64_t, std::shared_ptr<const CgroupWorkload>> by_cgroup_id_;
     uint64_t sample_ = 0;
 };
 

@@ -143,5 +143,21 @@ TEST(WorkloadResolver, ThisProcessResolvesWithTheCgroupIdOfItsDirectory) {
     EXPECT_EQ(resolver.resolve(kernel)->identity.kind, static_cast<uint32_t>(KEPLERSHM_WORKLOAD_KERNEL));
 }
 
+TEST(WorkloadResolver, AProcessGoneFromProcGetsTheWorkloadOfItsCgroupId) {
+    WorkloadResolver resolver;
+    ProcessActivity self;
+    self.key = ProcessKey{static_cast<uint32_t>(getpid()), 1};
+    self.cgroup_id = 777;  // as the eBPF source would report it
+    const auto known = resolver.resolve(self);
+    ASSERT_NE(known, nullptr);
+    ProcessActivity gone;
+    gone.key = ProcessKey{0x7fffffff, 2};  // no such pid
+    gone.cgroup_id = 777;
+    EXPECT_EQ(resolver.resolve(gone), known);
+    gone.key.start_ticks = 3;
+    gone.cgroup_id = 778;
+    EXPECT_EQ(resolver.resolve(gone), nullptr) << "an unknown cgroup stays unknown";
+}
+
 }  // namespace
 }  // namespace kepler::collect
