@@ -28,6 +28,12 @@ void zone(const fs::path& root, const std::string& dir, const char* name, const 
     if (range != nullptr) e2e::write_file(d / "max_energy_range_uj", std::string(range) + "\n");
 }
 
+/// Replaces a file's content in one step, as sysfs attributes read: never empty or half written.
+void replace_atomically(const fs::path& path, const std::string& text) {
+    e2e::write_file(path.string() + ".new", text);
+    fs::rename(path.string() + ".new", path);
+}
+
 std::vector<std::string> collector(const std::string& name, const fs::path& sysfs, std::vector<std::string> extra = {}) {
     std::vector<std::string> argv{COLLECT_BINARY, "--shm-name", name, "--source", "procfs", "--kube", "off",
                                   "--interval", "200ms", "--sysfs-root", sysfs.string(), "--slots", "32"};
@@ -123,7 +129,7 @@ TEST(Sysfs, EnergyFileBreakingAtRunTimeMarksTheZoneInvalidAndTotalsNeverGoBack) 
     std::vector<std::pair<size_t, size_t>> spans;  // frames [first, last) of each phase, after one settling frame
     for (const auto& [action, valid] : phases) {
         if (action == "delete") fs::remove(energy);
-        if (action == "garbage") e2e::write_file(energy, "-\n");
+        if (action == "garbage") replace_atomically(energy, "-\n");
         if (action == "directory") {
             fs::remove(energy);
             fs::create_directory(energy);
@@ -132,7 +138,7 @@ TEST(Sysfs, EnergyFileBreakingAtRunTimeMarksTheZoneInvalidAndTotalsNeverGoBack) 
         const size_t settle = frames.size() + 2;  // the frame under way may straddle the change
         const size_t until = frames.size() + 6;
         e2e::read_frames(*reader, frames, [&] {
-            if (action == "advance") e2e::write_file(energy, std::to_string(counter += 20'000) + "\n");
+            if (action == "advance") replace_atomically(energy, std::to_string(counter += 20'000) + "\n");
             return frames.size() >= until;
         }, 30s);
         spans.emplace_back(settle, frames.size());
