@@ -122,9 +122,15 @@ TempDir::~TempDir() {
 void TempDir::write(const std::string& relative, const std::string& content) const {
     const std::filesystem::path file = path_ / relative;
     std::filesystem::create_directories(file.parent_path());
-    std::ofstream out(file, std::ios::binary | std::ios::trunc);
-    out << content;
-    if (!out) throw std::runtime_error("cannot write " + file.string());
+    // Written aside and renamed into place: a collector reading concurrently (as it reads sysfs) sees
+    // the old or the new content, never a truncated file.
+    const std::filesystem::path temporary = file.string() + ".writing";
+    {
+        std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+        out << content;
+        if (!out) throw std::runtime_error("cannot write " + temporary.string());
+    }
+    std::filesystem::rename(temporary, file);
 }
 
 std::string bpf_skip_reason() {

@@ -56,7 +56,7 @@ public:
     TempDir();
     ~TempDir();
     [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
-    /// Writes `content` to `relative` (parents created).
+    /// Writes `content` to `relative` (parents created), atomically replacing an existing file.
     void write(const std::string& relative, const std::string& content) const;
 
 private:
