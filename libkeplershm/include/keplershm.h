@@ -670,7 +670,9 @@ struct keplershm_draft {
 
 KEPLERSHM_API int keplershm_writer_create(const char *shm_name, const struct keplershm_writer_opts *opts,
                                           keplershm_writer **out);
-/* Starts frame n+1 in its slot (marks the slot odd). The draft's records are zeroed. */
+/* Starts frame n+1 in its slot (marks the slot odd). The frame header, directory and unaccounted record
+ * are zeroed; record areas are not (that would double the cost of publishing): write whole records,
+ * starting from zeroed structs, so that reserved fields are zero. */
 KEPLERSHM_API int keplershm_writer_begin(keplershm_writer *writer, struct keplershm_draft *draft);
 /* Publishes the draft: writes the section directory, marks the slot even, wakes waiting readers. */
 KEPLERSHM_API int keplershm_writer_commit(keplershm_writer *writer, struct keplershm_draft *draft);
