@@ -63,7 +63,7 @@ std::optional<CollectorOptions> parse_command_line(int argc, char** argv, int& e
     std::string mode = "0640";
 
     app.add_option("--shm-name", o.shm_name, "Segment name under /dev/shm")->required();
-    app.add_option("--interval", interval, "Frame interval, e.g. 1s, 500ms")->capture_default_str();
+    app.add_option("--interval", interval, "Frame interval, e.g. 1s, 500ms (a bare number is seconds)")->capture_default_str();
     app.add_option("--source", o.source, "Per-process source: auto (bpf, else procfs), bpf or procfs")
         ->check(CLI::IsMember({"auto", "bpf", "procfs"}))->capture_default_str();
     app.add_option("--sysfs-root", o.sysfs_root, "Root of sysfs for powercap/hwmon (tests point it at a fake tree)")
