@@ -207,6 +207,33 @@ class SplitTopology(unittest.TestCase, CommonChecks):
         self.check_probes(self, self.estimate, {"readinessProbe"})
 
 
+def readme_segment_size(processes, workloads, strings, slots, cpus):
+    """The formula deploy/README.md gives for ABI 1.0 (78 schema fields, 32 zones)."""
+    def align(value, to):
+        return (value + to - 1) // to * to
+    slot = 64 + 1856 + align(80 * cpus, 64) + 768 * workloads + 192 * processes + align(strings, 64)
+    return align(4096 + 64 * 78, 4096) + slots * slot
+
+
+class SegmentSizeFormula(unittest.TestCase):
+    def test_readme_formula_is_the_librarys(self):
+        for processes, workloads, strings, slots, cpus in ((4096, 512, 65536, 8, 2), (4096, 512, 65536, 8, 1024),
+                                                            (1, 1, 256, 2, 1), (777, 33, 1000, 5, 3)):
+            args = [f"--process-capacity={processes}", f"--workload-capacity={workloads}",
+                    f"--string-capacity={strings}", f"--slots={slots}"]
+            self.assertEqual(readme_segment_size(processes, workloads, strings, slots, cpus),
+                             ds.segment_size(args, cpus), (processes, workloads, strings, slots, cpus))
+        with open(os.path.join(ds.DEPLOY_DIR, "README.md")) as f:
+            readme = f.read()
+        for cpus in (2, 64, 256, 1024):
+            self.assertIn(f"{ds.segment_size(sidecar_collector_args(), cpus):,} B", readme,
+                          f"the README's table, {cpus} CPUs, is this library's figure")
+
+
+def sidecar_collector_args():
+    return ds.container(ds.pod_spec(sidecar()), "kepler-collect")["args"]
+
+
 class ClusterObjects(unittest.TestCase):
     def test_rbac_grants_only_get_list_watch_on_pods(self):
         docs = ds.kube_documents("common/rbac.yaml")
