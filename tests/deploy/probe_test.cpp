@@ -93,6 +93,7 @@ TEST(Probe, ActiveWriterWithAFreshHeartbeatIsHealthy) {
     EXPECT_NE(o.out.find("OK"), std::string::npos) << o.out;
     EXPECT_NE(o.out.find("frame 1"), std::string::npos) << o.out;
     EXPECT_EQ(run_probe({"--shm-name", name, "--quiet"}).out, "") << "--quiet prints nothing when healthy";
+    EXPECT_EQ(run_probe({"--shm-name=" + name, "--max-age=10s"}).status, 0) << "--option=value works too";
 }
 
 TEST(Probe, DefaultLimitIsTheReadersOwnThreeHeartbeatPeriodsPlusOneSecond) {
@@ -191,6 +192,8 @@ TEST(Probe, GroupReadableSegmentIsHealthyForAnotherUserOfThatGroup) {
 TEST(Probe, UsageErrorsExitTwo) {
     EXPECT_EQ(run_probe({"--max-age", "soon"}).status, 2);
     EXPECT_EQ(run_probe({"--no-such-option"}).status, 2);
+    EXPECT_EQ(run_probe({"--max-age"}).status, 2) << "a missing value";
+    EXPECT_EQ(run_probe({"--shm-namex"}).status, 2) << "a prefix of an option is not that option";
     EXPECT_EQ(run_probe({"--shm-name", "../etc/passwd"}).status, 2);
     EXPECT_EQ(run_probe({"--help"}).status, 0);
 }
