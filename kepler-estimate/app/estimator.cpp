@@ -12,6 +12,11 @@ std::vector<std::string> Estimator::refresh_models() {
     return models_.refresh();
 }
 
+std::vector<std::string> Estimator::take_model_messages() {
+    std::lock_guard lock(mutex_);
+    return models_.take_messages();
+}
+
 void Estimator::count_missed(uint64_t frames) {
     std::lock_guard lock(mutex_);
     health_.frames_missed += frames;

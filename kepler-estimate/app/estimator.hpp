@@ -51,6 +51,8 @@ public:
     void count_missed(uint64_t frames);
     /// Loads model files that appeared or changed; returns log lines.
     std::vector<std::string> refresh_models();
+    /// Log lines of the models since the last call (e.g. an external model's producer came or went).
+    std::vector<std::string> take_model_messages();
 
     [[nodiscard]] std::mutex& mutex() const noexcept { return mutex_; }
     // The accessors below must be used with mutex() held (or from the pipeline thread).

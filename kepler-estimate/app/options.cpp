@@ -20,7 +20,8 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
     app.add_option("--prom-out", o.prom_out, "write the Prometheus text exposition at the end");
     auto* listen = app.add_option("--listen", o.listen, "serve /metrics on ADDR:PORT ('none': do not serve); replay serves only when given")
                        ->capture_default_str();
-    app.add_option("--model", o.models, "NAME=SPEC, repeatable; SPEC: measured | curve[:idle_w=W,max_w=W] | xgboost:PATH");
+    app.add_option("--model", o.models,
+                   "NAME=SPEC, repeatable; SPEC: measured | curve[:idle_w=W,max_w=W] | xgboost:PATH | external:SEGMENT");
     app.add_option("--primary", o.primary, "model behind the Kepler metric names (default: best available)");
     app.add_option("--idle-policy", o.idle_policy, "idle energy: cpu-share | even (Kepler 0.7) | none (Kepler >= 0.10)")
         ->check(CLI::IsMember({"cpu-share", "even", "none"}))
@@ -32,6 +33,11 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
     app.add_option("--max-process-series", o.max_process_series, "cap on processes with series")->capture_default_str();
     app.add_flag("--top", o.top, "terminal view of the top processes and containers, each interval");
     app.add_option("--model-server", o.model_server, "fetch missing xgboost models from URL/<model dir name>/model.json");
+    app.add_option("--external-wait", o.external_wait_ms,
+                   "milliseconds an external --primary model's answer is waited for (capped at a quarter of the interval; "
+                   "other models never wait on an external one)")
+        ->check(CLI::Range(0, 1000))
+        ->capture_default_str();
     app.add_option("--xgboost-threads", o.xgboost_threads, "XGBoost nthread")->check(CLI::Range(1, 64))->capture_default_str();
     app.add_option("--duration", o.duration_s, "live: stop after this many seconds (0: until SIGTERM)")->check(CLI::NonNegativeNumber);
     app.add_flag("--quiet", o.quiet, "replay: no progress on stderr");
@@ -63,6 +69,7 @@ EstimatorOptions estimator_options(const Options& o) {
     e.ledger.retention_ns = static_cast<uint64_t>(o.retention_s * 1e9);
     e.ledger.process_series_cap = o.max_process_series;
     e.model_set.xgboost_threads = o.xgboost_threads;
+    e.model_set.external_wait = std::chrono::milliseconds(o.external_wait_ms);
     return e;
 }
 

@@ -35,7 +35,9 @@ void write_prometheus_text(const std::string& path, const Estimator& estimator, 
 /// One frame through the pipeline and to the per-frame outputs. Not thread-safe (pipeline thread).
 void handle_frame(Estimator& estimator, const keplershm::FrameView& frame, CsvExport* csv, bool top) {
     if (frame.missed() > 0) estimator.count_missed(frame.missed());
-    if (!estimator.process(frame)) {
+    const bool estimated = estimator.process(frame);
+    log_lines(estimator.take_model_messages());
+    if (!estimated) {
         // The same failure every interval (e.g. frames without CPU metrics) is logged once, not at 1 Hz;
         // the health counters keep counting.
         static std::string last_logged;

@@ -114,6 +114,36 @@ void add_node(FamilyBuilder& b, const Estimator& est) {
     }
 }
 
+/// The estimates channel of an external model (PROTOCOL.md §8): how its answers fared.
+void add_external(FamilyBuilder& b, const std::string& model, const ExternalReport& x) {
+    b.add("kepler_model_external_info", "External model behind an estimates segment: its own name and version",
+          MetricType::Gauge,
+          {{"model", model}, {"segment", clean_label(x.segment)}, {"producer", clean_label(x.producer)},
+           {"version", clean_label(x.version)}},
+          1);
+    const AnswerCounts& c = x.counts;
+    const std::string help = "Answers of an external model matched to a frame: ready (there when the frame was estimated), "
+                             "on_time (within one interval) or late";
+    b.add("kepler_model_answers_total", help, MetricType::Counter, {{"model", model}, {"timing", "ready"}},
+          static_cast<double>(c.used));
+    b.add("kepler_model_answers_total", help, MetricType::Counter, {{"model", model}, {"timing", "on_time"}},
+          static_cast<double>(c.answers - c.used - c.late));
+    b.add("kepler_model_answers_total", help, MetricType::Counter, {{"model", model}, {"timing", "late"}},
+          static_cast<double>(c.late));
+    b.add("kepler_model_missing_answers_total", "Frames an external model did not answer while the estimator remembered them",
+          MetricType::Counter, {{"model", model}}, static_cast<double>(c.missing));
+    b.add("kepler_model_rejected_answers_total",
+          "Answers refused: invalid rows, wrong segment kind, unknown or forgotten frame, duplicates", MetricType::Counter,
+          {{"model", model}}, static_cast<double>(c.rejected));
+    b.add("kepler_model_dropped_answers_total",
+          "Estimates frames not read: the producer published faster than the estimator takes them", MetricType::Counter,
+          {{"model", model}}, static_cast<double>(x.arrivals_dropped));
+    if (x.last_lag_s) {
+        b.add("kepler_model_answer_lag_seconds", "From reading a frame to the arrival of its latest matched answer",
+              MetricType::Gauge, {{"model", model}}, *x.last_lag_s);
+    }
+}
+
 void add_models(FamilyBuilder& b, const Estimator& est) {
     for (const ModelReport& r : est.models().reports()) {
         const std::string model = clean_label(r.name);
@@ -142,6 +172,7 @@ void add_models(FamilyBuilder& b, const Estimator& est) {
             b.add("kepler_model_mape_ratio", "Rolling mean absolute percentage error against the meter, as a ratio",
                   MetricType::Gauge, {{"model", model}, {"zone", std::string(zone_name(kind))}}, m);
         }
+        if (r.external) add_external(b, model, *r.external);
     }
 }
 

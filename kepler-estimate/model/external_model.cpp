@@ -2,91 +2,105 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
-#include <filesystem>
+#include <algorithm>
 
 namespace kepler_estimate {
 
-namespace {
-constexpr size_t kKeptAnswers = 64;  // answers for frames the estimator has not reached yet
-constexpr double kMaxPlausibleJoules = 1e9;
-}  // namespace
-
-ExternalModel::ExternalModel(std::string name, std::string source, std::chrono::milliseconds wait)
-    : name_(std::move(name)), source_(std::move(source)), wait_(wait) {
-    state_ = fmt::format("waiting for estimates segment {}", source_);
+ExternalModel::ExternalModel(std::string name, std::string source, ExternalOptions options)
+    : name_(std::move(name)), source_name_(std::move(source)), options_(options), source_(make_answer_source(source_name_)) {
+    MatcherOptions matcher = options_.matcher;
+    matcher.timed = !source_->is_recording();
+    matcher_ = AnswerMatcher(matcher);
 }
 
-bool ExternalModel::open() {
-    if (reader_) return true;
-    try {
-        std::error_code ec;
-        if (std::filesystem::is_regular_file(source_, ec)) reader_.emplace(keplershm::Reader::open_recording(source_));
-        else reader_.emplace(keplershm::Reader::open(source_));
-    } catch (const keplershm::Error& e) {
-        state_ = fmt::format("waiting for estimates segment {} ({})", source_, e.what());
-        return false;
+NodeEnergy ExternalModel::to_energy(const EstimatesAnswer& answer) const {
+    NodeEnergy out;
+    out.source = name_;
+    for (const auto& [kind, joules] : answer.zones) {
+        // The model gives totals only: all of it is dynamic for the split (MODELS.md).
+        out.zones.push_back(ZoneEnergy{ZoneKey{kind, kWholeNode}, watts_to_uj(joules, 1.0), 0});
     }
-    return true;
+    return out;
 }
 
-void ExternalModel::take(const keplershm::FrameView& view) {
-    if (view.segment().segment_kind != KEPLERSHM_SEGMENT_ESTIMATES) {
-        state_ = fmt::format("{} is not an estimates segment", source_);
-        return;
-    }
-    const keplershm_header& header = view.segment();
-    std::vector<std::pair<ZoneKey, double>> zones;
-    for (const keplershm_estimate& e : view.estimates()) {
-        if (e.workload_index != 0xffffffffu || e.pid != 0) continue;  // per-workload rows: not a node model's
-        ZoneKey zone{ZoneKind::platform, kWholeNode};
-        if (e.zone_index != 0xffffffffu) {
-            if (e.zone_index >= std::min<uint32_t>(header.zone_count, KEPLERSHM_MAX_ZONES)) continue;
-            const std::optional<ZoneKind> kind = zone_kind_from_protocol(header.zones[e.zone_index].kind);
-            if (!kind) continue;
-            zone = ZoneKey{*kind, kWholeNode};
-        }
-        if (!std::isfinite(e.energy_joules) || e.energy_joules < 0 || e.energy_joules > kMaxPlausibleJoules) continue;
-        zones.emplace_back(zone, e.energy_joules);
-    }
-    answers_[FrameId{view.header().producer_generation, view.header().producer_sequence}] = std::move(zones);
-    while (answers_.size() > kKeptAnswers) answers_.erase(answers_.begin());
-}
-
-void ExternalModel::pull(std::chrono::milliseconds timeout) {
-    keplershm::FrameView view;
-    try {
-        while (reader_->next(timeout, view) == keplershm::Status::ok) {
-            take(view);
-            timeout = std::chrono::milliseconds(0);  // take whatever else is there, without waiting
-        }
-    } catch (const keplershm::Error& e) {
-        state_ = fmt::format("estimates segment {}: {}", source_, e.what());
-        reader_.reset();
-    }
+void ExternalModel::pull(FrameId current) {
+    for (Arrival& arrival : source_->take(current)) matcher_.add(std::move(arrival));
+    for (MatchedAnswer& m : matcher_.take_matched()) late_.push_back(LateEnergy{m.frame, to_energy(m.answer), m.interval_s});
 }
 
 std::optional<NodeEnergy> ExternalModel::estimate(const FrameInput& in) {
-    if (!open()) return std::nullopt;
-    const FrameId id{in.frame.generation(), in.frame.sequence()};
-    pull(std::chrono::milliseconds(0));
-    const auto deadline = std::chrono::steady_clock::now() + wait_;
-    while (reader_ && !answers_.count(id) && std::chrono::steady_clock::now() < deadline) {
-        pull(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
+    const FrameId frame{in.frame.generation(), in.frame.sequence()};
+    const auto read_at = SteadyClock::now();
+    const uint64_t rejected_before = matcher_.counts().rejected;
+    matcher_.begin_frame(frame, read_at, in.features.interval_s);
+    pull(frame);
+    waited_out_ = false;
+    if (options_.primary && !source_->is_recording() && !matcher_.current_answered() && matcher_.keeping_up() &&
+        source_->status().attached) {
+        // The one bounded wait: this model is --primary and answered the previous frame on time.
+        const auto cap = std::min<SteadyClock::duration>(
+            options_.wait, std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(in.features.interval_s / 4)));
+        source_->wait_for(frame, read_at + cap);
+        pull(frame);
+        waited_out_ = !matcher_.current_answered();
     }
-    auto it = answers_.find(id);
-    if (it == answers_.end() || it->second.empty()) {
-        state_ = fmt::format("no answer from {} for frame {}", source_, id.second);
-        return std::nullopt;
+    rejected_this_frame_ = matcher_.counts().rejected > rejected_before;
+    note_changes();
+    const std::optional<EstimatesAnswer> answer = matcher_.take_current();
+    if (!answer) return std::nullopt;
+    return to_energy(*answer);
+}
+
+std::vector<LateEnergy> ExternalModel::take_late_answers() {
+    std::vector<LateEnergy> out;
+    out.swap(late_);
+    return out;
+}
+
+std::string ExternalModel::state() const {
+    const FeedStatus status = source_->status();
+    if (!status.state.empty()) return status.state;
+    if (rejected_this_frame_) return "answer rejected: " + matcher_.last_rejection();
+    if (!matcher_.keeping_up()) return "producer is behind: the previous frame's answer was late or missing";
+    if (waited_out_) return "no answer within the primary's wait; the next model answered this frame";
+    return "answers arrive after their frame is estimated; compared with the meter when they do";
+}
+
+ExternalReport ExternalModel::report() const {
+    const FeedStatus status = source_->status();
+    ExternalReport r;
+    r.segment = source_name_;
+    r.producer = status.producer;
+    r.version = status.version;
+    r.counts = matcher_.counts();
+    r.last_lag_s = matcher_.last_lag_s();
+    r.arrivals_dropped = status.arrivals_dropped;
+    return r;
+}
+
+void ExternalModel::note_changes() {
+    const FeedStatus status = source_->status();
+    if (status.state != logged_state_) {
+        logged_state_ = status.state;
+        messages_.push_back(status.state.empty()
+                                ? fmt::format("model {}: reading estimates segment {} (model \"{}\", version \"{}\")", name_,
+                                              source_name_, status.producer, status.version)
+                                : fmt::format("model {}: {}", name_, status.state));
     }
-    NodeEnergy out;
-    out.source = name_;
-    for (const auto& [zone, joules] : it->second) {
-        // The model gives totals only: all of it is dynamic for the split (MODELS.md).
-        out.zones.push_back(ZoneEnergy{zone, watts_to_uj(joules, 1.0), 0});
+    const AnswerCounts& counts = matcher_.counts();
+    if (counts.rejected > logged_rejected_ && matcher_.last_rejection() != logged_rejection_) {
+        // Each new kind of rejection is logged once; the counter keeps counting.
+        logged_rejection_ = matcher_.last_rejection();
+        messages_.push_back(fmt::format("model {}: answer for frame {} of generation {:#x} rejected ({} so far): {}", name_,
+                                        matcher_.last_rejected_frame().sequence, matcher_.last_rejected_frame().generation,
+                                        counts.rejected, logged_rejection_));
     }
-    answers_.erase(answers_.begin(), std::next(it));
-    state_.clear();
+    logged_rejected_ = counts.rejected;
+}
+
+std::vector<std::string> ExternalModel::take_messages() {
+    std::vector<std::string> out;
+    out.swap(messages_);
     return out;
 }
 

@@ -1,47 +1,85 @@
-// Models written in other languages (PROTOCOL.md "Estimates segments"): an external process reads the
-// collector's frames and publishes its node power for each one in an estimates segment; this model
-// imports those answers so they are chosen, compared and exported like any other model.
+// Models written in other languages (PROTOCOL.md §8 "Estimates segments"): an external process reads
+// the collector's frames and publishes its node power for each one in an estimates segment; this
+// model imports those answers so they are chosen, compared and exported like any other model's.
+//
+// The pipeline never waits on it, with one bounded exception: when it is the configured --primary and
+// its producer kept up with the previous frame, estimate() gives it up to min(wait, interval / 4) for
+// the current frame; otherwise the next model answers that frame. Answers that arrive after their
+// frame was estimated are still matched (by generation and sequence) and compared with the meter.
 #pragma once
 
 #include <chrono>
-#include <map>
+#include <memory>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "keplershm/keplershm.hpp"
+#include "model/answer_matcher.hpp"
+#include "model/estimates_feed.hpp"
 #include "model/node_model.hpp"
 
 namespace kepler_estimate {
 
-/// Not thread-safe (NodeModel contract): its reader is used from the pipeline thread only.
+struct ExternalOptions {
+    std::chrono::milliseconds wait{100};  // longest wait for the primary's answer (also capped at interval / 4)
+    bool primary = false;                 // configured as --primary: the only case that waits
+    MatcherOptions matcher;
+};
+
+/// What the estimator knows of an external model, for export. Plain value.
+struct ExternalReport {
+    std::string segment;
+    std::string producer;  // model name in the estimates header
+    std::string version;   // model version in the estimates header
+    AnswerCounts counts;
+    std::optional<double> last_lag_s;
+    uint64_t arrivals_dropped = 0;
+};
+
+/// An answer matched after its frame was estimated, as node energy. Plain value.
+struct LateEnergy {
+    FrameId frame;
+    NodeEnergy energy;
+    double interval_s = 0;
+};
+
+/// Not thread-safe (NodeModel contract): the pipeline thread calls it. Its AnswerSource may run its
+/// own reader thread (thread-safe by itself).
 class ExternalModel final : public NodeModel {
 public:
     /// `source` is an estimates segment name, or the path of a recording of one (for replays).
-    /// `wait` is how long estimate() waits for an answer that has not been published yet.
-    ExternalModel(std::string name, std::string source, std::chrono::milliseconds wait);
+    ExternalModel(std::string name, std::string source, ExternalOptions options);
 
     std::string_view kind() const noexcept override { return "external"; }
     std::optional<std::string> refusal(const NodeFacts&) const override { return std::nullopt; }
-    /// Only node rows (workload_index and pid unset) are used; zone_index names a zone of the
-    /// estimates segment's own header, 0xffffffff the whole node (zone `platform`).
+    /// The answer for this frame if it is already there (see the file comment for the one wait).
     std::optional<NodeEnergy> estimate(const FrameInput& input) override;
-    /// Why the latest estimate() had no answer ("" after an answer).
-    [[nodiscard]] const std::string& state() const noexcept { return state_; }
+
+    /// Answers for earlier frames matched during the latest estimate() call.
+    [[nodiscard]] std::vector<LateEnergy> take_late_answers();
+    /// Why the latest estimate() had no answer (stable text, no frame numbers: it is a label value).
+    [[nodiscard]] std::string state() const;
+    [[nodiscard]] ExternalReport report() const;
+    /// Lines worth logging since the last call: attached, producer gone, first rejection of a kind.
+    [[nodiscard]] std::vector<std::string> take_messages();
 
 private:
-    using FrameId = std::pair<uint64_t, uint64_t>;  // collector generation, sequence
-    bool open();
-    void take(const keplershm::FrameView& view);
-    void pull(std::chrono::milliseconds timeout);
+    void pull(FrameId current);
+    void note_changes();
+    NodeEnergy to_energy(const EstimatesAnswer& answer) const;
 
     std::string name_;
-    std::string source_;
-    std::chrono::milliseconds wait_;
-    std::optional<keplershm::Reader> reader_;
-    std::map<FrameId, std::vector<std::pair<ZoneKey, double>>> answers_;  // joules per zone
-    std::string state_;
+    std::string source_name_;
+    ExternalOptions options_;
+    std::unique_ptr<AnswerSource> source_;
+    AnswerMatcher matcher_;
+    std::vector<LateEnergy> late_;
+    std::vector<std::string> messages_;
+    std::string logged_state_;      // feed state last logged
+    uint64_t logged_rejected_ = 0;  // rejections counted when last logged
+    std::string logged_rejection_;
+    bool waited_out_ = false;       // the primary's latest wait ended without its answer
+    bool rejected_this_frame_ = false;
 };
 
 }  // namespace kepler_estimate

@@ -45,7 +45,11 @@ ModelSet::ModelSet(std::vector<ModelSpec> specs, std::optional<std::string> prim
         if (spec.kind == ModelSpec::Kind::measured) entry->model = make_measured_model();
         if (spec.kind == ModelSpec::Kind::curve) entry->model = make_curve_model(spec.name, spec.curve);
         if (spec.kind == ModelSpec::Kind::external) {
-            entry->model = std::make_unique<ExternalModel>(spec.name, spec.source, options.external_wait);
+            ExternalOptions external;
+            external.wait = options.external_wait;
+            external.primary = primary_ && *primary_ == spec.name;
+            external.matcher.window_frames = options.external_window;
+            entry->model = std::make_unique<ExternalModel>(spec.name, spec.source, external);
         }
         if (spec.kind == ModelSpec::Kind::xgboost) entry->state = fmt::format("waiting for {}", metadata_path(spec.path).string());
         entry->report.reason = entry->state.empty() ? "no frame yet" : entry->state;
@@ -106,9 +110,15 @@ int ModelSet::rank(const Entry& e, const NodeFacts& node) const {
     return 20;
 }
 
-void ModelSet::track_error(Entry& e, const NodeEnergy& measured, const NodeEnergy& predicted, double seconds) {
-    std::map<ZoneKind, uint64_t> meter;
-    for (const ZoneEnergy& z : measured.zones) meter[z.zone.kind] += z.total_uj;
+namespace {
+std::map<ZoneKind, uint64_t> totals_by_kind(const NodeEnergy& energy) {
+    std::map<ZoneKind, uint64_t> out;
+    for (const ZoneEnergy& z : energy.zones) out[z.zone.kind] += z.total_uj;
+    return out;
+}
+}  // namespace
+
+void ModelSet::track_error(Entry& e, const MeterTotals& meter, const NodeEnergy& predicted, double seconds) {
     std::map<ZoneKind, uint64_t> model;
     for (const ZoneEnergy& z : predicted.zones) model[z.zone.kind] += z.total_uj;
     for (const auto& [kind, uj] : model) {
@@ -141,6 +151,7 @@ ModelSetResult ModelSet::estimate(const FrameInput& in) {
             e.state = fmt::format("prediction failed: {}", error.what());
             continue;
         }
+        if (e.spec.kind == ModelSpec::Kind::external) take_late_answers(e);  // earlier frames first
         if (!answers[i]) continue;
         e.answered = true;
         e.state.clear();
@@ -152,9 +163,12 @@ ModelSetResult ModelSet::estimate(const FrameInput& in) {
         if (e.spec.kind == ModelSpec::Kind::measured && !meter) meter = i;
     }
     if (meter) {
+        const MeterTotals measured = totals_by_kind(*answers[*meter]);
         for (size_t i = 0; i < entries_.size(); ++i) {
-            if (i != *meter && answers[i]) track_error(*entries_[i], *answers[*meter], *answers[i], in.features.interval_s);
+            if (i != *meter && answers[i]) track_error(*entries_[i], measured, *answers[i], in.features.interval_s);
         }
+        recent_meter_.emplace_back(FrameId{in.frame.generation(), in.frame.sequence()}, measured);
+        while (recent_meter_.size() > options_.external_window + 1) recent_meter_.pop_front();
     }
 
     std::optional<size_t> chosen;
@@ -202,9 +216,36 @@ ModelSetResult ModelSet::estimate(const FrameInput& in) {
     return result;
 }
 
+void ModelSet::take_late_answers(Entry& e) {
+    // Answers for frames estimated earlier: they count for the model's energy, power and error against
+    // that frame's meter reading, never for attribution (that frame is done).
+    for (LateEnergy& late : static_cast<ExternalModel&>(*e.model).take_late_answers()) {
+        e.report.watts.clear();
+        for (const ZoneEnergy& z : late.energy.zones) {
+            e.report.energy_uj[z.zone.kind] += z.total_uj;
+            e.report.watts[z.zone.kind] += static_cast<double>(z.total_uj) / 1e6 / late.interval_s;
+        }
+        for (const auto& [frame, meter] : recent_meter_) {
+            if (frame == late.frame) track_error(e, meter, late.energy, late.interval_s);
+        }
+    }
+}
+
 std::vector<ModelReport> ModelSet::reports() const {
     std::vector<ModelReport> out;
-    for (const auto& e : entries_) out.push_back(e->report);
+    for (const auto& e : entries_) {
+        out.push_back(e->report);
+        if (e->spec.kind == ModelSpec::Kind::external) out.back().external = static_cast<const ExternalModel&>(*e->model).report();
+    }
+    return out;
+}
+
+std::vector<std::string> ModelSet::take_messages() {
+    std::vector<std::string> out;
+    for (auto& e : entries_) {
+        if (e->spec.kind != ModelSpec::Kind::external) continue;
+        for (std::string& line : static_cast<ExternalModel&>(*e->model).take_messages()) out.push_back(std::move(line));
+    }
     return out;
 }
 

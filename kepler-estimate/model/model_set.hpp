@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "model/external_model.hpp"
 #include "model/model_spec.hpp"
 #include "model/node_model.hpp"
 
@@ -29,6 +30,7 @@ struct ModelReport {
     std::map<ZoneKind, double> watts;            // last interval
     std::map<ZoneKind, double> abs_error_w;      // last interval, where the meter read that zone
     std::map<ZoneKind, double> mape;             // rolling mean absolute percentage error, as a ratio
+    std::optional<ExternalReport> external;      // external models: the estimates channel's counters
 };
 
 /// The answer of every model for one frame and which one is primary. Plain value.
@@ -40,7 +42,10 @@ struct ModelSetResult {
 struct ModelSetOptions {
     int xgboost_threads = 1;
     size_t mape_window = 60;  // frames in the rolling MAPE
-    std::chrono::milliseconds external_wait{200};  // how long to wait for an external model's answer
+    /// Longest wait for an external model's answer, only when it is --primary (also capped at a
+    /// quarter of the frame's interval); other models never wait on an external one.
+    std::chrono::milliseconds external_wait{100};
+    size_t external_window = 16;  // frames remembered for an external model's late answers
 };
 
 /// Owns the configured models. Not thread-safe: the pipeline thread calls it; the exporter reads
@@ -56,6 +61,8 @@ public:
     /// Runs every model on the frame, tracks errors against the meter, and picks the primary.
     ModelSetResult estimate(const FrameInput& input);
     [[nodiscard]] std::vector<ModelReport> reports() const;
+    /// Lines worth logging since the last call (external models: attached, gone, rejections).
+    [[nodiscard]] std::vector<std::string> take_messages();
     [[nodiscard]] const std::vector<ModelSpec>& specs() const noexcept { return specs_; }
     /// Model file directories to watch (xgboost specs).
     [[nodiscard]] std::vector<std::filesystem::path> watched_paths() const;
@@ -63,13 +70,16 @@ public:
     struct Entry;
 
 private:
-    void track_error(Entry& entry, const NodeEnergy& measured, const NodeEnergy& predicted, double seconds);
+    using MeterTotals = std::map<ZoneKind, uint64_t>;  // microjoules per zone kind, sockets summed
+    void track_error(Entry& entry, const MeterTotals& meter, const NodeEnergy& predicted, double seconds);
+    void take_late_answers(Entry& entry);
     int rank(const Entry& entry, const NodeFacts& node) const;
 
     std::vector<ModelSpec> specs_;
     std::optional<std::string> primary_;
     ModelSetOptions options_;
     std::vector<std::unique_ptr<Entry>> entries_;  // parallel to specs_
+    std::deque<std::pair<FrameId, MeterTotals>> recent_meter_;  // metered frames, for late answers' errors
 };
 
 }  // namespace kepler_estimate

@@ -1,0 +1,49 @@
+// One frame of an estimates segment (PROTOCOL.md §8), validated: which collector frame it answers and
+// the node energy per zone it gives. Estimates segments are written by other programs (a Python
+// notebook, a sidecar): every row is untrusted and a bad row refuses the whole answer with a reason.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "keplershm/keplershm.hpp"
+#include "model/zones.hpp"
+
+namespace kepler_estimate {
+
+/// A collector frame: its writer generation and sequence. Sequence alone is ambiguous (a collector
+/// started afresh numbers from 1 again). Plain value.
+struct FrameId {
+    uint64_t generation = 0;
+    uint64_t sequence = 0;
+    auto operator<=>(const FrameId&) const = default;
+};
+
+/// A validated answer. Plain value.
+struct EstimatesAnswer {
+    FrameId frame;                                  // the collector frame answered
+    std::vector<std::pair<ZoneKind, double>> zones;  // joules per zone kind (sockets summed), node rows only
+    uint32_t workload_rows = 0;                     // per-workload rows (counted, not used yet)
+    uint32_t process_rows = 0;                      // per-process rows (counted, not used yet)
+};
+
+/// An estimates frame that cannot be used, and why (names the row and value at fault). Plain value.
+struct RejectedAnswer {
+    FrameId frame;  // as the frame header claims it (may itself be the problem)
+    std::string reason;
+};
+
+/// Rows an answer may have: node and zone rows are at most 33, per-process rows for a large node a few
+/// thousand; more is a broken or hostile producer, refused before its rows are looked at.
+inline constexpr uint32_t kMaxAnswerRows = 65536;
+/// Above this a row is a broken producer, not a computer (the largest servers draw ~10 kW).
+inline constexpr double kMaxPlausibleWatts = 1e6;
+
+/// Validates one frame read from an estimates segment (PROTOCOL.md §8 rules).
+[[nodiscard]] std::variant<EstimatesAnswer, RejectedAnswer> parse_answer(const keplershm::FrameView& frame);
+
+}  // namespace kepler_estimate
