@@ -138,6 +138,7 @@ int collect(const CollectorOptions& o, const sigset_t& signals) {
     w.string_capacity = o.string_capacity;
     w.mode = o.segment_mode;
     w.max_segment_bytes = o.max_segment_bytes;
+    w.on_warning = [](const std::string& message) { log_warn("{}", message); };
     w.heartbeat_period = std::min<std::chrono::nanoseconds>(o.interval, kMaxHeartbeatGap);
     w.metric_mask = source->metric_mask() | KEPLERSHM_METRIC_NODE_CPU | (meter.empty() ? 0 : KEPLERSHM_METRIC_ENERGY);
     w.node_name = node;

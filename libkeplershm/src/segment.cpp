@@ -1,6 +1,7 @@
 #include "segment.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -77,27 +78,50 @@ MappedSegment MappedSegment::create_exclusive(const std::string& name, uint64_t 
     return s;
 }
 
-MappedSegment MappedSegment::open_existing(const std::string& name, bool writable) {
-    MappedSegment s;
-    const bip::mode_t mode = writable ? bip::read_write : bip::read_only;
-    try {
-        s.object_ = bip::shared_memory_object(bip::open_only, name.c_str(), mode);
-    } catch (const bip::interprocess_exception& e) {
-        fail_interprocess(e, "open", name);
+namespace {
+
+/// A descriptor that Boost's mapped_region can map (it only asks for the handle).
+class OpenedObject {
+public:
+    explicit OpenedObject(int fd) : fd_(fd) {}
+    ~OpenedObject() { ::close(fd_); }
+    OpenedObject(const OpenedObject&) = delete;
+    OpenedObject& operator=(const OpenedObject&) = delete;
+    [[nodiscard]] bip::mapping_handle_t get_mapping_handle() const {
+        return bip::ipcdetail::mapping_handle_from_file_handle(fd_);
     }
+    [[nodiscard]] int fd() const { return fd_; }
+
+private:
+    int fd_;
+};
+
+}  // namespace
+
+MappedSegment MappedSegment::open_existing(const std::string& name, bool writable) {
+    // Opened by hand rather than with shared_memory_object(open_only): O_NONBLOCK, so that a FIFO or
+    // device planted at the name by another local user fails the S_ISREG check below instead of
+    // blocking open() forever (glibc's shm_open adds O_NOFOLLOW and O_CLOEXEC).
+    const int fd = ::shm_open(("/" + name).c_str(), (writable ? O_RDWR : O_RDONLY) | O_NONBLOCK, 0);
+    if (fd < 0) {
+        const int err = errno;
+        fail(error_from_errno(err), "cannot open shared-memory segment '{}': {}", name, std::strerror(err));
+    }
+    const OpenedObject object(fd);
+    MappedSegment s;
     off_t size = 0;
-    read_identity(s.object_.get_mapping_handle().handle, name, s.device_, s.inode_, s.owner_, size);
+    read_identity(fd, name, s.device_, s.inode_, s.owner_, size);
     if (size < static_cast<off_t>(KEPLERSHM_HEADER_SIZE)) {
         fail(KEPLERSHM_E_CORRUPT, "segment '{}' has {} bytes, less than a header", name, size);
     }
     // Readers map everything; a writer only ever opens a predecessor to mark its header replaced.
     const size_t bytes = writable ? KEPLERSHM_HEADER_SIZE : static_cast<size_t>(size);
     try {
-        s.region_ = bip::mapped_region(s.object_, mode, 0, bytes);
+        s.region_ = bip::mapped_region(object, writable ? bip::read_write : bip::read_only, 0, bytes);
     } catch (const bip::interprocess_exception& e) {
         fail_interprocess(e, "map", name);
     }
-    return s;
+    return s;  // the mapping outlives the descriptor
 }
 
 MappedSegment MappedSegment::open_read_only(const std::string& name) { return open_existing(name, false); }

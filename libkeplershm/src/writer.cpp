@@ -53,12 +53,18 @@ Predecessor inspect_predecessor(const std::string& name) {
         old = MappedSegment::open_read_only(name);
     } catch (const Error& e) {
         if (e.code() == KEPLERSHM_E_NOT_FOUND) return p;
-        throw;
+        fail(e.code() == KEPLERSHM_E_CORRUPT ? KEPLERSHM_E_EXISTS : e.code(),
+             "{} is in the way: {}; remove it or use another segment name", segment_path(name), e.what());
     }
     p.exists = true;
     const Layout layout = [&] {
         RacyReads racy;  // another writer's runtime block may be changing
-        return validate_header(old.data(), old.size(), true);  // garbage: refuse to touch it
+        try {
+            return validate_header(old.data(), old.size(), true);
+        } catch (const Error& e) {  // garbage or a foreign object: refuse to touch it, and say what to do
+            fail(KEPLERSHM_E_EXISTS, "{} holds something that is not a usable keplershm segment ({}); remove it or "
+                 "use another segment name", segment_path(name), e.what());
+        }
     }();
     const auto& h = *reinterpret_cast<const keplershm_header*>(old.data());
     const uint32_t state = atomic_word(h.state).load(std::memory_order_acquire);
@@ -348,15 +354,28 @@ private:
         while (bigger.process_capacity > caps_.process_capacity && segment_bytes(bigger) > options_.max_segment_bytes) {
             bigger.process_capacity = caps_.process_capacity + (bigger.process_capacity - caps_.process_capacity) / 2;
         }
-        if (bigger.process_capacity <= caps_.process_capacity) return;
+        if (bigger.process_capacity <= caps_.process_capacity) {
+            warn_once(fmt::format("segment '{}' cannot grow past {} processes within its cap of {} bytes; frames stay "
+                                  "truncated", name_, caps_.process_capacity, options_.max_segment_bytes));
+            return;
+        }
         const Capacities before = caps_;
         caps_ = bigger;
         try {
             create_generation(true, latest_);
-        } catch (const Error&) {
+        } catch (const Error& e) {
             caps_ = before;  // no room: keep the current segment and keep flagging truncation
             geometry_ = frame_geometry(caps_);
+            warn_once(fmt::format("segment '{}' cannot grow to {} processes ({}); frames stay truncated at {}", name_,
+                                  bigger.process_capacity, e.what(), before.process_capacity));
         }
+    }
+
+    /// One warning per capacity: growth is retried every frame, the operator needs to hear it once.
+    void warn_once(const std::string& message) {
+        if (!options_.on_warning || warned_at_capacity_ == caps_.process_capacity) return;
+        warned_at_capacity_ = caps_.process_capacity;
+        options_.on_warning(message);
     }
 
     std::string name_;
@@ -367,6 +386,7 @@ private:
     keplershm_header* header_ = nullptr;
     uint64_t latest_ = 0;
     uint64_t grow_to_ = 0;
+    uint32_t warned_at_capacity_ = 0;
     bool in_frame_ = false;
 };
 

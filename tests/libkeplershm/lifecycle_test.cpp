@@ -161,6 +161,45 @@ TEST(Lifecycle, ASymlinkAtTheNameIsNeverFollowed) {
     EXPECT_EQ(test::read_file_bytes(target.str()), std::vector<uint8_t>(8192, 0));  // untouched
 }
 
+TEST(Lifecycle, GrowthRefusedByTheCapIsReportedOnce) {
+    ScopedName name("life");
+    WriterOptions options = test::small_options();
+    options.process_capacity = 8;
+    options.max_segment_bytes = 40 * 1024;  // room for 8 processes per slot, not for 16
+    std::vector<std::string> warnings;
+    options.on_warning = [&](const std::string& message) { warnings.push_back(message); };
+    Writer writer(name, options);
+    for (int i = 0; i < 5; ++i) {
+        Draft draft = writer.begin();
+        draft.set_processes_wanted(100000);
+        writer.commit(draft);
+    }
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find("cannot grow"), std::string::npos) << warnings[0];
+}
+
+TEST(Lifecycle, AFifoAtTheNameFailsAtOnceInsteadOfBlocking) {
+    ScopedName name("life");
+    ASSERT_EQ(mkfifo(("/dev/shm/" + name.str()).c_str(), 0666), 0);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+        Reader::open(name);
+        FAIL() << "opened a FIFO";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.code(), KEPLERSHM_E_CORRUPT);
+        EXPECT_NE(std::string(e.what()).find("not a regular"), std::string::npos) << e.what();
+    }
+    try {
+        Writer writer(name, test::small_options());
+        FAIL() << "took a FIFO's name";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.code(), KEPLERSHM_E_EXISTS);
+        EXPECT_NE(std::string(e.what()).find("/dev/shm/" + name.str()), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("remove it"), std::string::npos) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);  // the bound is the feature: nothing blocked
+}
+
 TEST(Lifecycle, BadNamesAreRejected) {
     for (const char* bad : {"", "../etc/passwd", "a/b", ".hidden", "name with space"}) {
         try {

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -150,6 +151,8 @@ struct WriterOptions {
     std::vector<keplershm_zone_info> zones;
     uint32_t writer_version = 0;
     bool replace_live = false;  // take the name even from a live writer
+    /// Told when something degrades without failing a call (e.g. growth refused for lack of room).
+    std::function<void(const std::string&)> on_warning;
 };
 
 /// A frame being written: pointers into the slot. Write whole records (start from a zeroed struct),
