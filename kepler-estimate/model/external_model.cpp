@@ -80,7 +80,7 @@ ExternalReport ExternalModel::report() const {
 
 void ExternalModel::note_changes() {
     const FeedStatus status = source_->status();
-    if (status.state != logged_state_) {
+    if (status.state != logged_state_) {  // also true at the first call
         logged_state_ = status.state;
         messages_.push_back(status.state.empty()
                                 ? fmt::format("model {}: reading estimates segment {} (model \"{}\", version \"{}\")", name_,

@@ -75,7 +75,7 @@ private:
     AnswerMatcher matcher_;
     std::vector<LateEnergy> late_;
     std::vector<std::string> messages_;
-    std::string logged_state_;      // feed state last logged
+    std::optional<std::string> logged_state_;  // feed state last logged (none before the first log)
     uint64_t logged_rejected_ = 0;  // rejections counted when last logged
     std::string logged_rejection_;
     bool waited_out_ = false;       // the primary's latest wait ended without its answer
