@@ -1,4 +1,4 @@
-"""``python3 -m keplershm``: record, train, analyze, plot (see ``--help`` of each)."""
+"""``python3 -m keplershm``: record, train, analyze, plot, serve-model (see ``--help`` of each)."""
 import sys
 
 from .cli import main

@@ -1,4 +1,4 @@
-"""Command line of the research tools. Each subcommand's work lives in its own module; this file only
+"""Command line of the research tools (record, train, analyze, plot, serve-model). Each subcommand's work lives in its own module; this file only
 parses arguments and turns expected failures (bad input, missing segment) into one clear line and
 exit status 2 instead of a traceback."""
 import argparse
@@ -43,6 +43,16 @@ def _parser():
                    help="model name whose node rows are measured power (default: measured, rapl, hwmon, acpi, meter)")
     g.add_argument("--out", default="power.png", help="PNG to write (default power.png)")
     g.add_argument("--top", type=int, default=8, help="containers/processes to show (default 8)")
+    s = sub.add_parser("serve-model", help="answer each live frame with a model's node power (estimates channel, "
+                                          "imported by kepler-estimate --model NAME=external:SEGMENT)")
+    s.add_argument("--shm-name", required=True, help="the collector's segment to follow")
+    s.add_argument("--out", required=True, help="estimates segment to publish (kepler-estimate's external:SEGMENT)")
+    s.add_argument("--model", required=True, help="model directory, NAME=DIR, or curve[:idle_w=..,max_w=..]")
+    s.add_argument("--name", help="model name in the estimates header (default: the model's)")
+    s.add_argument("--version", help="model version in the estimates header (default: model.json's version)")
+    s.add_argument("--duration", type=float, help="stop after this many seconds (default: until SIGTERM)")
+    s.add_argument("--frames", type=int, help="stop after answering this many frames")
+    s.add_argument("--replace", action="store_true", help="take the estimates segment name even from a live writer")
     return p
 
 
@@ -55,6 +65,8 @@ def main(argv=None):
             from .train import main as run
         elif args.command == "analyze":
             from .analyze import main as run
+        elif args.command == "serve-model":
+            from .serve import main as run
         else:
             from .plot import main as run
         return run(args)

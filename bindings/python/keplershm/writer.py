@@ -67,7 +67,8 @@ class Writer:
             zone_array[i] = _abi.ZoneInfo(z["name"].encode(), ZONE_KIND_IDS.get(kind, kind) if isinstance(kind, str)
                                           else kind, z.get("socket", 0), z.get("power_source", 1), 0,
                                           z.get("max_energy_range_uj", 0), 0)
-        self._keep = (node_name and node_name.encode(), cpu_model and cpu_model.encode(), zone_array)
+        # None (not "") for an empty text: ctypes wants bytes or NULL.
+        self._keep = (node_name.encode() if node_name else None, cpu_model.encode() if cpu_model else None, zone_array)
         opts = _abi.WriterOpts(
             sz=C.sizeof(_abi.WriterOpts), slot_count=slot_count, process_capacity=process_capacity,
             workload_capacity=workload_capacity, zone_capacity=zone_capacity, cpu_capacity=cpu_capacity,
@@ -106,7 +107,7 @@ class Writer:
 
     def close(self, keep_name=False):
         """Retire the segment (readers see a clean stop) and remove its name unless ``keep_name``."""
-        if self._pointer:
+        if getattr(self, "_pointer", None):  # a constructor that failed leaves no pointer
             lib.keplershm_writer_close(self._pointer, 1 if keep_name else 0)
             self._pointer = C.c_void_p()
 
