@@ -8,8 +8,14 @@ namespace kepler_estimate {
 
 void AnswerMatcher::reject(FrameId frame, std::string reason) {
     ++counts_.rejected;
-    last_rejected_frame_ = frame;
+    if (rejections_.size() < 64) rejections_.emplace_back(frame, reason);
     last_rejection_ = std::move(reason);
+}
+
+std::vector<std::pair<FrameId, std::string>> AnswerMatcher::take_rejections() {
+    std::vector<std::pair<FrameId, std::string>> out;
+    out.swap(rejections_);
+    return out;
 }
 
 AnswerMatcher::Pending* AnswerMatcher::find(FrameId frame) {

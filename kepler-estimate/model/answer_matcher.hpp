@@ -8,6 +8,7 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/estimates_feed.hpp"
@@ -62,8 +63,8 @@ public:
     [[nodiscard]] const AnswerCounts& counts() const noexcept { return counts_; }
     /// Why the latest rejected answer was rejected ("" before any): stable text without frame numbers.
     [[nodiscard]] const std::string& last_rejection() const noexcept { return last_rejection_; }
-    /// The frame the latest rejected answer claimed to answer.
-    [[nodiscard]] FrameId last_rejected_frame() const noexcept { return last_rejected_frame_; }
+    /// Rejections since the last call (frame claimed, reason), at most the first 64 of them.
+    [[nodiscard]] std::vector<std::pair<FrameId, std::string>> take_rejections();
     /// Seconds from reading a frame to its answer, for the latest matched answer (nullopt before any).
     [[nodiscard]] std::optional<double> last_lag_s() const noexcept { return last_lag_s_; }
 
@@ -93,7 +94,7 @@ private:
     std::vector<MatchedAnswer> matched_;
     AnswerCounts counts_;
     std::string last_rejection_;
-    FrameId last_rejected_frame_;
+    std::vector<std::pair<FrameId, std::string>> rejections_;  // since take_rejections()
     std::optional<double> last_lag_s_;
     uint64_t frames_begun_ = 0;
 };

@@ -87,15 +87,14 @@ void ExternalModel::note_changes() {
                                               source_name_, status.producer, status.version)
                                 : fmt::format("model {}: {}", name_, status.state));
     }
-    const AnswerCounts& counts = matcher_.counts();
-    if (counts.rejected > logged_rejected_ && matcher_.last_rejection() != logged_rejection_) {
-        // Each new kind of rejection is logged once; the counter keeps counting.
-        logged_rejection_ = matcher_.last_rejection();
-        messages_.push_back(fmt::format("model {}: answer for frame {} of generation {:#x} rejected ({} so far): {}", name_,
-                                        matcher_.last_rejected_frame().sequence, matcher_.last_rejected_frame().generation,
-                                        counts.rejected, logged_rejection_));
+    // Each reason is logged once (a hostile producer must not flood the log); the counter keeps counting.
+    constexpr size_t kMaxLoggedReasons = 32;
+    for (const auto& [frame, reason] : matcher_.take_rejections()) {
+        if (logged_rejections_.size() >= kMaxLoggedReasons || !logged_rejections_.insert(reason).second) continue;
+        messages_.push_back(fmt::format("model {}: answer for frame {} of generation {:#x} rejected ({} so far): {}{}", name_,
+                                        frame.sequence, frame.generation, matcher_.counts().rejected, reason,
+                                        logged_rejections_.size() == kMaxLoggedReasons ? " (further reasons are not logged)" : ""));
     }
-    logged_rejected_ = counts.rejected;
 }
 
 std::vector<std::string> ExternalModel::take_messages() {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -76,8 +77,7 @@ private:
     std::vector<LateEnergy> late_;
     std::vector<std::string> messages_;
     std::optional<std::string> logged_state_;  // feed state last logged (none before the first log)
-    uint64_t logged_rejected_ = 0;  // rejections counted when last logged
-    std::string logged_rejection_;
+    std::set<std::string> logged_rejections_;  // reasons logged so far (each once, at most 32)
     bool waited_out_ = false;       // the primary's latest wait ended without its answer
     bool rejected_this_frame_ = false;
 };

@@ -36,11 +36,22 @@ FrameSource::Result FrameSource::next(keplershm::FrameView& view, milliseconds t
         }
     }
     try {
-        switch (reader_->next(timeout, view)) {
+        const keplershm::Status status = reader_->next(timeout, view);
+        if (!recording_) {
+            const uint64_t reattaches = reader_->info().reattach_count;
+            if (reattaches != reattaches_seen_) {
+                fmt::print(stderr, "kepler-estimate: segment '{}' has a new generation (collector restarted or grew); "
+                                   "following it\n", name_);
+                reattaches_seen_ = reattaches;
+            }
+        }
+        switch (status) {
             case keplershm::Status::ok: return Result::frame;
             case keplershm::Status::end_of_recording: return Result::end;
             case keplershm::Status::truncated:
-                fmt::print(stderr, "kepler-estimate: recording '{}' ends in the middle of a record\n", name_);
+                fmt::print(stderr, "kepler-estimate: recording '{}' ends in the middle of a record: the frames before "
+                                   "the cut were estimated\n", name_);
+                truncated_ = true;
                 return Result::end;
             default: return Result::idle;  // timeout, or the writer is gone and no successor yet
         }
@@ -49,6 +60,7 @@ FrameSource::Result FrameSource::next(keplershm::FrameView& view, milliseconds t
         fmt::print(stderr, "kepler-estimate: {}: {}\n", recording_ ? "recording" : "segment", e.what());
         if (recording_) return Result::end;  // a file does not heal: stop with what was read
         reader_.reset();                     // re-open: the next writer generation may be fine
+        reattaches_seen_ = 0;
         return Result::idle;
     }
 }

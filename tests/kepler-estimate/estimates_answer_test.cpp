@@ -190,7 +190,11 @@ TEST(AnswerMatcher, DuplicatesForgottenAndUnknownFramesAreRejected) {
     m.add(arrival({7, 1}, 5.2));  // left the window
     EXPECT_EQ(m.counts().rejected, 2u);
     EXPECT_NE(m.last_rejection().find("no longer remembers (it keeps the last 3)"), std::string::npos);
-    EXPECT_EQ(m.last_rejected_frame(), (FrameId{7, 1}));
+    const auto rejections = m.take_rejections();
+    ASSERT_EQ(rejections.size(), 2u);
+    EXPECT_EQ(rejections[0].first, (FrameId{7, 5}));
+    EXPECT_EQ(rejections[1].first, (FrameId{7, 1}));
+    EXPECT_TRUE(m.take_rejections().empty());
     // A generation never read and a far-future sequence wait as "early" answers, then expire.
     m.add(arrival({0xdead, 3}, 5.3));
     m.add(arrival({7, 1'000'000'000}, 5.3));
