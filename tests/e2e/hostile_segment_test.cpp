@@ -243,8 +243,9 @@ TEST_F(HostileSegment, FifoUnderTheNameHangsNobody) {
     ASSERT_EQ(mkfifo(path_.c_str(), 0644), 0);
     lchown(path_.c_str(), kNobody, kNobody);
     const e2e::Result estimator = e2e::run({ESTIMATE_BINARY, "--shm-name", name_, "--listen", "none", "--duration", "1"}, 5s);
+    // The collector may retry a name in use for a few seconds (as for a crashed predecessor) before giving up.
     const e2e::Result collector = e2e::run({COLLECT_BINARY, "--shm-name", name_, "--source", "procfs", "--kube", "off",
-                                            "--frames", "1"}, 5s);
+                                            "--frames", "1"}, 20s);
     std::string hung;
     for (const auto& [who, r] : {std::pair{"kepler-estimate", &estimator}, std::pair{"kepler-collect", &collector}}) {
         if (r->timed_out) {
@@ -254,6 +255,8 @@ TEST_F(HostileSegment, FifoUnderTheNameHangsNobody) {
         EXPECT_FALSE(r->exit.crashed()) << who << ": " << r->exit.describe();
     }
     EXPECT_EQ(collector.timed_out ? 1 : collector.exit.code, 1) << "the collector refuses a FIFO: " << collector.err;
+    EXPECT_TRUE(collector.timed_out || collector.err.find("/dev/shm/" + name_) != std::string::npos) << collector.err;
+    EXPECT_TRUE(estimator.timed_out || estimator.err.find("not a regular") != std::string::npos) << estimator.err;
     if (!hung.empty()) {
         GTEST_SKIP() << "BUG(libkeplershm): a FIFO planted at /dev/shm/<name> by any local user blocks open() forever in"
                      << hung << " (and keplershm-probe until the kubelet's timeout): MappedSegment::open_read_only and "
