@@ -36,22 +36,11 @@ FrameSource::Result FrameSource::next(keplershm::FrameView& view, milliseconds t
         }
     }
     try {
-        const keplershm::Status status = reader_->next(timeout, view);
-        if (!recording_) {
-            const uint64_t reattaches = reader_->info().reattach_count;
-            if (reattaches != reattaches_seen_) {
-                fmt::print(stderr, "kepler-estimate: segment '{}' has a new generation (collector restarted or grew); "
-                                   "following it\n", name_);
-                reattaches_seen_ = reattaches;
-            }
-        }
-        switch (status) {
+        switch (reader_->next(timeout, view)) {
             case keplershm::Status::ok: return Result::frame;
             case keplershm::Status::end_of_recording: return Result::end;
             case keplershm::Status::truncated:
-                fmt::print(stderr, "kepler-estimate: recording '{}' ends in the middle of a record: the frames before "
-                                   "the cut were estimated\n", name_);
-                truncated_ = true;
+                fmt::print(stderr, "kepler-estimate: recording '{}' ends in the middle of a record\n", name_);
                 return Result::end;
             default: return Result::idle;  // timeout, or the writer is gone and no successor yet
         }
@@ -60,7 +49,6 @@ FrameSource::Result FrameSource::next(keplershm::FrameView& view, milliseconds t
         fmt::print(stderr, "kepler-estimate: {}: {}\n", recording_ ? "recording" : "segment", e.what());
         if (recording_) return Result::end;  // a file does not heal: stop with what was read
         reader_.reset();                     // re-open: the next writer generation may be fine
-        reattaches_seen_ = 0;
         return Result::idle;
     }
 }

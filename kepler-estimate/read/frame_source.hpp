@@ -28,8 +28,6 @@ public:
 
     [[nodiscard]] bool is_recording() const noexcept { return recording_; }
     [[nodiscard]] uint64_t errors() const noexcept { return errors_; }
-    /// A recording that ends in the middle of a record (its whole frames were delivered).
-    [[nodiscard]] bool truncated() const noexcept { return truncated_; }
     [[nodiscard]] uint64_t reattaches();
     /// Frames in a recording (0 for live sources).
     [[nodiscard]] uint64_t recording_frames();
@@ -42,8 +40,6 @@ private:
     std::optional<keplershm::Reader> reader_;
     bool said_waiting_ = false;
     uint64_t errors_ = 0;
-    bool truncated_ = false;
-    uint64_t reattaches_seen_ = 0;
 };
 
 }  // namespace kepler_estimate
