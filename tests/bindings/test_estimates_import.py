@@ -182,7 +182,7 @@ def test_a_killed_python_model_does_not_stall_the_estimator(procs, names):
     assert joules1 > joules0
     assert value(after, "kepler_node_package_joules_total", source="rapl") > \
         (value(before, "kepler_node_package_joules_total", source="rapl") or 0)
-    assert value(after, "kepler_model_missing_answers_total", model="py") >= missing0 + 10
+    assert value(after, "kepler_model_missing_answers_total", model="py") >= missing0 + 5  # past the 16-frame window
     assert value(after, "kepler_model_info", model="measured", selected="true") == 1
     # Once the dead producer's heartbeat is stale (4 s) the estimator says so.
     wait_for(est, lambda s: any(n == "kepler_model_info" and l.get("model") == "py" and "is gone" in l.get("reason", "")
