@@ -604,7 +604,8 @@ KEPLERSHM_API int keplershm_reader_validate(keplershm_reader *reader, const stru
 /* Frame `sequence` copied into the reader's private buffer (valid until the next copy on this reader). */
 KEPLERSHM_API int keplershm_reader_copy(keplershm_reader *reader, uint64_t sequence, struct keplershm_view *view);
 /* Next frame after the last one returned, copied; waits up to timeout_ms; reports missed frames and
- * follows the writer to a new generation by itself (view->missed counts frames lost to the gap). */
+ * follows the writer to a new generation by itself (view->missed counts frames lost to the gap).
+ * A corrupt frame gives KEPLERSHM_E_CORRUPT once and is stepped over: the next call reads on. */
 KEPLERSHM_API int keplershm_reader_next(keplershm_reader *reader, int32_t timeout_ms, struct keplershm_view *view);
 /* Copies frame bytes to caller memory; *frame_size receives the size needed. */
 KEPLERSHM_API int keplershm_view_export(const struct keplershm_view *view, void *buffer, size_t capacity,

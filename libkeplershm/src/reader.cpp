@@ -249,7 +249,15 @@ Status ReaderImpl::next(milliseconds timeout, keplershm_view& view) {
             }
         }
         const uint64_t target = last_ + 1;
-        const Status status = copy(target, view);
+        Status status = Status::not_yet;
+        try {
+            status = copy(target, view);
+        } catch (const Error& e) {
+            // Step over a corrupt frame, so that the caller who logs it and calls again gets the next one
+            // instead of the same error forever.
+            if (e.code() == KEPLERSHM_E_CORRUPT) last_ = target;
+            throw;
+        }
         if (status == Status::ok) {
             view.missed = pending_missed_;
             pending_missed_ = 0;

@@ -53,8 +53,7 @@ Predecessor inspect_predecessor(const std::string& name) {
         old = MappedSegment::open_read_only(name);
     } catch (const Error& e) {
         if (e.code() == KEPLERSHM_E_NOT_FOUND) return p;
-        fail(e.code() == KEPLERSHM_E_CORRUPT ? KEPLERSHM_E_EXISTS : e.code(),
-             "{} is in the way: {}; remove it or use another segment name", segment_path(name), e.what());
+        fail(e.code(), "{} is in the way: {}; remove it or use another segment name", segment_path(name), e.what());
     }
     p.exists = true;
     const Layout layout = [&] {
@@ -62,7 +61,7 @@ Predecessor inspect_predecessor(const std::string& name) {
         try {
             return validate_header(old.data(), old.size(), true);
         } catch (const Error& e) {  // garbage or a foreign object: refuse to touch it, and say what to do
-            fail(KEPLERSHM_E_EXISTS, "{} holds something that is not a usable keplershm segment ({}); remove it or "
+            fail(KEPLERSHM_E_CORRUPT, "{} holds something that is not a usable keplershm segment ({}); remove it or "
                  "use another segment name", segment_path(name), e.what());
         }
     }();

@@ -101,6 +101,21 @@ TEST(Recording, AFlippedByteIsCaughtByTheChecksum) {
     }
 }
 
+TEST(Recording, NextStepsOverACorruptFrame) {
+    ScopedName name("rec");
+    ScopedPath path("rec");
+    record_frames(name, path.str(), 3);
+    std::vector<uint8_t> bytes = test::read_file_bytes(path.str());
+    bytes[bytes.size() - 500] ^= 0x40;  // inside frame 3
+    test::write_file_bytes(path.str(), bytes);
+    Reader reader = Reader::open_recording(path.str());
+    FrameView view;
+    ASSERT_EQ(reader.next(0ms, view), Status::ok);
+    ASSERT_EQ(reader.next(0ms, view), Status::ok);
+    EXPECT_THROW((void)reader.next(0ms, view), Error);
+    EXPECT_EQ(reader.next(0ms, view), Status::end_of_recording);  // not the same error forever
+}
+
 TEST(Recording, ForeignAndEmptyFilesAreRejected) {
     ScopedPath path("rec");
     test::write_file_bytes(path.str(), std::vector<uint8_t>(200, 'x'));
