@@ -31,10 +31,27 @@ void Estimator::record_latency(std::chrono::steady_clock::duration elapsed) {
     health_.last_latency_s = seconds;
 }
 
+void Estimator::count_rejected(uint64_t frames) {
+    std::lock_guard lock(mutex_);
+    health_.frames_rejected += frames;
+}
+
+void Estimator::note_continuity(const keplershm::FrameView& frame) {
+    if (last_generation_ != 0 && frame.generation() != last_generation_) ++health_.generations_followed;
+    last_generation_ = frame.generation();
+    // Intervals are CLOCK_MONOTONIC, shared by every collector generation on the host: a start after the
+    // previous end is time no frame covers (a collector crash and restart), energy nobody measured.
+    if (covered_until_ns_ != 0 && frame.interval_start_ns() > covered_until_ns_) {
+        health_.uncovered_seconds += static_cast<double>(frame.interval_start_ns() - covered_until_ns_) / 1e9;
+    }
+    covered_until_ns_ = std::max(covered_until_ns_, frame.interval_end_ns());
+}
+
 bool Estimator::process(const keplershm::FrameView& frame) {
     const auto started = std::chrono::steady_clock::now();
     std::lock_guard lock(mutex_);
     ++health_.frames_read;
+    note_continuity(frame);
     if (frame.segment().segment_kind != KEPLERSHM_SEGMENT_FRAMES) {
         ++health_.frames_rejected;
         last_error_ = fmt::format("frame {} comes from a segment of kind {}, not a collector", frame.sequence(),

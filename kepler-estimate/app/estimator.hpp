@@ -34,6 +34,8 @@ struct Health {
     uint64_t frames_missed = 0;    // frames the collector published that this estimator never saw
     uint64_t frames_rejected = 0;  // broken frames (e.g. an empty interval), counted and skipped
     uint64_t frames_unestimated = 0;  // no model could give node energy
+    uint64_t generations_followed = 0;  // new collector segment generations after the first (restart, growth)
+    double uncovered_seconds = 0;       // time between consecutive frames that no interval covers (collector down)
     std::array<uint64_t, kLatencyBounds.size() + 1> latency_buckets{};  // last one: +Inf
     double latency_sum_s = 0;
     double last_latency_s = 0;
@@ -49,6 +51,8 @@ public:
     bool process(const keplershm::FrameView& frame);
     /// Frames lost before the next one (from the reader).
     void count_missed(uint64_t frames);
+    /// Frames the reader refused as corrupt (they never reach process()).
+    void count_rejected(uint64_t frames);
     /// Loads model files that appeared or changed; returns log lines.
     std::vector<std::string> refresh_models();
     /// Log lines of the models since the last call (e.g. an external model's producer came or went).
@@ -71,6 +75,8 @@ public:
 
 private:
     void record_latency(std::chrono::steady_clock::duration elapsed);
+    /// Counts generation changes and time no frame covers (caller holds mutex_).
+    void note_continuity(const keplershm::FrameView& frame);
 
     EstimatorOptions options_;
     mutable std::mutex mutex_;
@@ -82,6 +88,8 @@ private:
     std::string primary_name_;
     std::string last_error_;
     uint64_t last_sequence_ = 0, last_start_ns_ = 0, last_end_ns_ = 0;
+    uint64_t last_generation_ = 0;   // of the previous frame read
+    uint64_t covered_until_ns_ = 0;  // end of the latest interval read
 };
 
 }  // namespace kepler_estimate

@@ -52,6 +52,13 @@ void handle_frame(Estimator& estimator, const keplershm::FrameView& frame, CsvEx
     if (top) print_top(estimator, stdout);
 }
 
+/// Frames the reader refused since the last call, into the estimator's health counters.
+void count_new_rejections(const FrameSource& source, Estimator& estimator, uint64_t& counted) {
+    if (source.errors() == counted) return;
+    estimator.count_rejected(source.errors() - counted);
+    counted = source.errors();
+}
+
 int run_replay(const Options& o, Estimator& estimator, const ExportOptions& export_options) {
     FrameSource source = FrameSource::replay(o.replay);
     log_lines(estimator.refresh_models());
@@ -67,7 +74,9 @@ int run_replay(const Options& o, Estimator& estimator, const ExportOptions& expo
     auto last_progress = started;
     keplershm::FrameView frame;
     uint64_t done = 0;
+    uint64_t rejected = 0;
     while (source.next(frame, milliseconds(0)) == FrameSource::Result::frame) {
+        count_new_rejections(source, estimator, rejected);
         handle_frame(estimator, frame, csv.get(), o.top);
         ++done;
         if (!o.quiet && Clock::now() - last_progress > std::chrono::seconds(1)) {
@@ -80,9 +89,11 @@ int run_replay(const Options& o, Estimator& estimator, const ExportOptions& expo
         fmt::print(stderr, "kepler-estimate: replayed {} frames in {:.3f} s ({:.0f} frames/s)\n", done, seconds,
                    seconds > 0 ? static_cast<double>(done) / seconds : 0.0);
     }
+    count_new_rejections(source, estimator, rejected);
     if (csv) csv->flush();
     if (!o.prom_out.empty()) write_prometheus_text(o.prom_out, estimator, export_options);
-    return source.errors() == 0 ? 0 : 1;
+    // A damaged file is not a whole one: scripts must be able to tell (the estimates written are kept).
+    return source.errors() == 0 && !source.truncated() ? 0 : 1;
 }
 
 int run_live(const Options& o, Estimator& estimator, const ExportOptions& export_options, const std::atomic<bool>& stop) {
@@ -101,9 +112,12 @@ int run_live(const Options& o, Estimator& estimator, const ExportOptions& export
 
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.duration_s));
     keplershm::FrameView frame;
+    uint64_t rejected = 0;
     while (!stop.load(std::memory_order_relaxed) && (o.duration_s <= 0 || Clock::now() < deadline)) {
         if (watcher.take_changes()) log_lines(estimator.refresh_models());
-        if (source.next(frame, milliseconds(250)) != FrameSource::Result::frame) continue;
+        const FrameSource::Result result = source.next(frame, milliseconds(250));
+        count_new_rejections(source, estimator, rejected);
+        if (result != FrameSource::Result::frame) continue;
         handle_frame(estimator, frame, csv.get(), o.top);
         if (csv) csv->flush();
     }

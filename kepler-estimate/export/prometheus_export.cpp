@@ -184,6 +184,12 @@ void add_health(FamilyBuilder& b, const Estimator& est, bool timing) {
     b.add("kepler_estimator_frames_rejected_total", "Broken frames skipped", MetricType::Counter, {}, static_cast<double>(h.frames_rejected));
     b.add("kepler_estimator_frames_unestimated_total", "Frames no model could estimate", MetricType::Counter, {},
           static_cast<double>(h.frames_unestimated));
+    b.add("kepler_estimator_collector_generations_total",
+          "New collector segment generations followed after the first (collector restarts and segment growth)",
+          MetricType::Counter, {}, static_cast<double>(h.generations_followed));
+    b.add("kepler_estimator_uncovered_seconds_total",
+          "Time between frames that no interval covers (collector down): energy nobody measured", MetricType::Counter,
+          {}, h.uncovered_seconds);
     uint64_t model_errors = 0;
     for (const ModelReport& r : est.models().reports()) model_errors += r.load_errors + r.estimate_errors;
     b.add("kepler_estimator_model_errors_total", "Model load and prediction errors, all models", MetricType::Counter, {},

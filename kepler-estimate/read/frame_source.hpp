@@ -28,18 +28,23 @@ public:
 
     [[nodiscard]] bool is_recording() const noexcept { return recording_; }
     [[nodiscard]] uint64_t errors() const noexcept { return errors_; }
+    /// A recording that ends in the middle of a record (its whole frames were delivered).
+    [[nodiscard]] bool truncated() const noexcept { return truncated_; }
     [[nodiscard]] uint64_t reattaches();
     /// Frames in a recording (0 for live sources).
     [[nodiscard]] uint64_t recording_frames();
 
 private:
     FrameSource(std::string name, bool recording) : name_(std::move(name)), recording_(recording) {}
+    Result read_next(keplershm::FrameView& view, std::chrono::milliseconds timeout);
 
     std::string name_;
     bool recording_ = false;
     std::optional<keplershm::Reader> reader_;
     bool said_waiting_ = false;
     uint64_t errors_ = 0;
+    bool truncated_ = false;
+    uint64_t reattaches_seen_ = 0;
 };
 
 }  // namespace kepler_estimate
