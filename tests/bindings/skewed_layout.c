@@ -15,15 +15,16 @@ static const char *skew(void) {
 }
 
 uint32_t keplershm_record_size(uint32_t record_type) {
-    uint32_t (*real)(uint32_t) = (uint32_t (*)(uint32_t))dlsym(RTLD_NEXT, "keplershm_record_size");
+    uint32_t (*real)(uint32_t);
+    *(void **)&real = dlsym(RTLD_NEXT, "keplershm_record_size");  /* POSIX's way past ISO C's pointer rule */
     uint32_t size = real(record_type);
     if (strcmp(skew(), "size") == 0 && record_type == KEPLERSHM_RECORD_PROCESS) size += 8;
     return size;
 }
 
 int keplershm_schema(struct keplershm_field *fields, uint32_t capacity, uint32_t *count) {
-    int (*real)(struct keplershm_field *, uint32_t, uint32_t *) =
-        (int (*)(struct keplershm_field *, uint32_t, uint32_t *))dlsym(RTLD_NEXT, "keplershm_schema");
+    int (*real)(struct keplershm_field *, uint32_t, uint32_t *);
+    *(void **)&real = dlsym(RTLD_NEXT, "keplershm_schema");
     int rc = real(fields, capacity, count);
     if (rc != 0 || fields == NULL || strcmp(skew(), "offset") != 0) return rc;
     for (uint32_t i = 0; i < capacity && i < *count; ++i) {
