@@ -110,11 +110,7 @@ TEST(CollectorSigkill, EstimatorReportsTheGapReattachesAndCountersStayMonotonic)
             gap_signal += value - std::max(0.0, e2e::value_of(before, series));
         }
     }
-    if (gap_signal <= 0) {
-        GTEST_SKIP() << "BUG(kepler-estimate): a collector crash + restart leaves no trace in the estimator's health "
-                        "metrics: kepler_estimator_frames_missed_total stays 0 (the new generation continues the frame "
-                        "numbering) and no writer-loss/re-attach counter or log line exists; everything else above passed";
-    }
+    EXPECT_GT(gap_signal, 0) << "the estimator's health metrics show the collector's outage and restart";
 }
 
 uint64_t generation_at(const std::string& name) {
