@@ -16,11 +16,12 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build -j"$jobs"
 (cd build && ctest --output-on-failure -j"$jobs" --timeout 600)
 
-echo "== ASan + UBSan: the protocol library's unit, hostile-input and stress tests"
+echo "== ASan + UBSan: the library's, the collector's and the estimator's unit, hostile-input and stress tests"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DKEPLERSHM_SANITIZE=address,undefined \
-      -DKEPLERSHM_COMPONENTS="" -DKEPLERSHM_BUILD_BENCHMARKS=OFF
+      -DKEPLERSHM_COMPONENTS="bpf;kepler-collect;kepler-estimate" -DKEPLERSHM_BUILD_BENCHMARKS=OFF
 cmake --build build-asan -j"$jobs"
-(cd build-asan && KEPLERSHM_STRESS_SECONDS=5 ctest --output-on-failure -j"$jobs" --timeout 600)
+(cd build-asan && KEPLERSHM_STRESS_SECONDS=5 ctest --output-on-failure -j"$jobs" --timeout 600 \
+   -R '^(libkeplershm|collect|estimate)\.')
 
 echo "== TSan: the seqlock under threads (ring, lapping, a writer thread against two reader threads)"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKEPLERSHM_SANITIZE=thread \
