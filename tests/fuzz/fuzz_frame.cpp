@@ -3,6 +3,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <vector>
 
 #include "keplershm/keplershm.hpp"
@@ -11,27 +13,13 @@
 
 namespace {
 
+/// The header of the committed golden segment (written by the real writer), validated like a recording's.
 const keplershm::detail::Layout& golden_layout() {
     static const keplershm::detail::Layout layout = [] {
-        std::vector<uint8_t> header(KEPLERSHM_HEADER_SIZE + 64 * keplershm::library_schema().size());
-        keplershm_header h{};
-        h.magic = KEPLERSHM_MAGIC;
-        h.abi_major = KEPLERSHM_ABI_MAJOR;
-        h.header_size = KEPLERSHM_HEADER_SIZE;
-        h.frame_header_size = sizeof(keplershm_frame);
-        h.section_entry_size = sizeof(keplershm_section);
-        h.process_record_size = sizeof(keplershm_process);
-        h.workload_record_size = sizeof(keplershm_workload);
-        h.zone_record_size = sizeof(keplershm_zone_sample);
-        h.cpu_record_size = sizeof(keplershm_cpu_sample);
-        h.unaccounted_record_size = sizeof(keplershm_unaccounted);
-        h.max_sections = KEPLERSHM_MAX_SECTIONS;
-        h.schema_offset = KEPLERSHM_HEADER_SIZE;
-        h.schema_count = static_cast<uint32_t>(keplershm::library_schema().size());
-        h.schema_entry_size = sizeof(keplershm_field);
-        std::memcpy(header.data(), &h, sizeof h);
-        std::memcpy(header.data() + KEPLERSHM_HEADER_SIZE, keplershm::library_schema().data(), 64 * h.schema_count);
-        return keplershm::detail::validate_header(header.data(), header.size(), false);
+        std::ifstream in(KEPLERSHM_GOLDEN_SEGMENT, std::ios::binary);
+        const std::vector<uint8_t> image{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+        if (image.empty()) __builtin_trap();  // the fuzz target is meaningless without its layout
+        return keplershm::detail::validate_header(image.data(), image.size(), false);
     }();
     return layout;
 }
