@@ -33,6 +33,19 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile __u64 ns_per_tick = 10000000; /* 1e9 / sysconf(_SC_CLK_TCK): USER_HZ, not the kernel's HZ */
 const volatile __u32 hw_counters_enabled = 0; /* 0: no PMU event could be opened, skip the reads */
 
+/*
+ * The next frame boundary, in bpf_ktime_get_ns() time; 0 before the first. User space publishes it a
+ * little ahead of time and reads the maps only once it has passed, so the program itself cuts every
+ * process's CPU time at the boundary (one boundary per frame, the same for every process and CPU):
+ *   - the first charge of a process at or after the boundary first stores what the process had before
+ *     it (a `cut_marks` entry);
+ *   - the slice that was running on a CPU at the boundary records its time before the boundary in that
+ *     CPU's state when it ends (spanned_*), or is still running when user space looks.
+ * A process's CPU time at the boundary is then its mark (or, with no mark, its whole total: nothing was
+ * charged since) plus its spanning slices, however late user space reads the maps.
+ */
+volatile __u64 cut_boundary_ns = 0;
+
 struct {
     __uint(type, BPF_MAP_TYPE_HASH); /* not LRU: an entry must never disappear without being counted */
     __uint(max_entries, 16384);      /* user space sets the size from --bpf-max-processes */
@@ -62,6 +75,14 @@ struct {
     __type(key, __u64);
     __type(value, struct kepler_thread);
 } threads SEC(".maps");
+
+/* Each process's CPU time at the current boundary (see cut_boundary_ns); replaced whole, never edited. */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 16384);      /* user space sizes it as `processes` */
+    __type(key, struct kepler_proc_key);
+    __type(value, struct kepler_cut_mark);
+} cut_marks SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -117,11 +138,13 @@ int kepler_repair(void *ctx)
     if ((__u32)pid_tgid == cpu->tid)
         return 0; /* the common case: the record is right */
     __u64 now = bpf_ktime_get_ns();
+    __u64 version = begin_state_write(cpu);
     if ((pid_tgid >> 32) != 0) {
         struct task_struct *task = (struct task_struct *)bpf_get_current_task();
         account_current(cpu, pid_tgid, now, BPF_CORE_READ(task, se.sum_exec_runtime));
     }
     record_running(cpu, (__u32)pid_tgid, now);
+    end_state_write(cpu, version);
     return 0;
 }
 

@@ -53,6 +53,20 @@ struct kepler_proc_stats {
     __u32 flags;                               /* enum kepler_proc_stats_flag */
     __u32 reserved;
     char comm[KEPLER_COMM_LEN];                /* group leader's comm (updated on exec) */
+    __u64 marked_boundary_ns;                  /* the boundary whose cut mark this entry has (a hint for
+                                                  the program only: user space reads `cut_marks`) */
+};
+
+/*
+ * Value of the `cut_marks` hash map: the process's cpu_time_ns as it stood at a frame boundary, written
+ * by the first charge after that boundary and before that charge is added. The map is only ever
+ * written through bpf_map_update_elem(), which replaces a whole element under its bucket lock, and read
+ * with batch lookups that copy under the same lock: user space never sees half of a mark (unlike the
+ * in-place fields of `processes`, whose copy may tear between two fields).
+ */
+struct kepler_cut_mark {
+    __u64 boundary_ns;  /* bpf_ktime_get_ns() value of the boundary */
+    __u64 cpu_time_ns;  /* kepler_proc_stats.cpu_time_ns of slices that ended before it */
 };
 
 /*
@@ -71,6 +85,11 @@ struct kepler_cpu_state {
     __u32 tid;                                 /* thread id of the running task (0 = idle) */
     __u32 hw_last_valid;                       /* bit i: hw_last[i] holds a real reading */
     __u64 hw_last[KEPLER_HW_COUNTERS];         /* counter values at the last switch on this CPU */
+    /* The slice that was running on this CPU at the last boundary, once it has ended: its process and
+     * its time before the boundary. Written at most once per boundary (only one slice can span it). */
+    __u64 spanned_boundary_ns;                 /* that boundary; 0 = no such slice has ended yet */
+    __u64 spanned_before_ns;                   /* its on-CPU ns before the boundary */
+    struct kepler_proc_key spanned_process;
     __u64 version_begin;                       /* stored first by the writer, read last by user space */
 };
 
@@ -79,7 +98,9 @@ enum kepler_drop_counter {
     KEPLER_DROP_MAP_FULL = 0,      /* a new process did not fit into the `processes` map */
     KEPLER_DROP_MAP_FULL_NS = 1,   /* on-CPU ns of such processes */
     KEPLER_DROP_UNKNOWN_SLICE = 2, /* slices whose start was not seen (first slice after load) */
-    KEPLER_DROP_COUNTERS = 3,
+    KEPLER_DROP_CUT_MARK = 3,      /* a cut mark did not fit into `cut_marks` (its process's frame may
+                                      then hold time from after the boundary) */
+    KEPLER_DROP_COUNTERS = 4,
 };
 
 #endif /* KEPLER_BPF_SHARED_H */

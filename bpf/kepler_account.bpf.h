@@ -87,13 +87,20 @@ static __always_inline struct kepler_thread *current_thread(__u64 pid_tgid)
     return bpf_map_lookup_elem(&threads, &task_address);
 }
 
+/* The current process's key (via the thread record when there is one). */
+static __always_inline void current_key(struct kepler_thread *thread, __u64 pid_tgid, struct kepler_proc_key *key)
+{
+    if (thread)
+        *key = thread->proc;
+    else
+        key_of((struct task_struct *)bpf_get_current_task(), pid_tgid >> 32, key);
+}
+
 /* The current process's entry (via the thread record when there is one). */
 static __always_inline struct kepler_proc_stats *stats_of(struct kepler_thread *thread, __u64 pid_tgid)
 {
-    if (thread)
-        return current_stats(&thread->proc);
     struct kepler_proc_key key;
-    key_of((struct task_struct *)bpf_get_current_task(), pid_tgid >> 32, &key);
+    current_key(thread, pid_tgid, &key);
     return current_stats(&key);
 }
 
@@ -154,31 +161,89 @@ static __always_inline __u64 slice_of_current(struct kepler_cpu_state *cpu, stru
     return slice;
 }
 
-/* Charges the current thread's slice to its process; returns the process entry (NULL: map full). */
+/* The boundary user space published last (see cut_boundary_ns in kepler.bpf.c). SYNC POINT: pairs with
+ * BpfProgram::publish_boundary(), which stores it ahead of time and fences; `now` was read before this
+ * load, so a charge at or after the boundary always sees it. */
+static __always_inline __u64 current_boundary(void)
+{
+    return *(volatile __u64 *)&cut_boundary_ns;
+}
+
+/* Before the first charge of a process at or after `boundary`: store what it had before the boundary.
+ * SYNC POINT: the mark is in the map before the charge is added to cpu_time_ns, and user space reads
+ * `processes` before `cut_marks` (bpf_source.cpp), so a total that holds a charge from after the
+ * boundary always comes with its mark. */
+static __always_inline void mark_boundary(struct kepler_proc_stats *stats, const struct kepler_proc_key *key,
+                                          __u64 boundary, __u64 now)
+{
+    if (boundary == 0 || now < boundary || stats->marked_boundary_ns == boundary)
+        return;
+    struct kepler_cut_mark mark = {.boundary_ns = boundary};
+    mark.cpu_time_ns = *(volatile __u64 *)&stats->cpu_time_ns;
+    if (bpf_map_update_elem(&cut_marks, key, &mark, BPF_ANY) != 0) {
+        count_drop(KEPLER_DROP_CUT_MARK, 1); /* tried again at this process's next charge */
+        return;
+    }
+    stats->marked_boundary_ns = boundary;
+}
+
+/* The slice ending now began before `boundary` and ends at or after it: keep its part before the
+ * boundary for user space (one such slice per CPU and boundary). Its length is the scheduler's
+ * count; the part before the boundary is wall time, so it never exceeds the slice. */
+static __always_inline void record_spanning(struct kepler_cpu_state *cpu, const struct kepler_proc_key *key,
+                                            __u32 tid, __u64 boundary, __u64 now, __u64 slice)
+{
+    if (boundary == 0 || now < boundary || cpu->tid != tid || cpu->running_since_ns == 0 ||
+        cpu->running_since_ns >= boundary)
+        return;
+    __u64 before = boundary - cpu->running_since_ns;
+    cpu->spanned_boundary_ns = boundary;
+    cpu->spanned_before_ns = before < slice ? before : slice;
+    cpu->spanned_process = *key;
+}
+
+/* Charges the current thread's slice to its process, cut at the boundary; returns the process entry
+ * (NULL: map full). Called between begin_state_write() and end_state_write(). */
 static __always_inline struct kepler_proc_stats *account_current(struct kepler_cpu_state *cpu, __u64 pid_tgid,
                                                                  __u64 now, __u64 runtime)
 {
     struct kepler_thread *thread = current_thread(pid_tgid);
-    struct kepler_proc_stats *stats = stats_of(thread, pid_tgid);
+    struct kepler_proc_key key;
+    current_key(thread, pid_tgid, &key);
+    struct kepler_proc_stats *stats = current_stats(&key);
     __u64 slice = slice_of_current(cpu, thread, (__u32)pid_tgid, now, runtime);
-    if (stats)
+    __u64 boundary = current_boundary();
+    if (stats) {
+        mark_boundary(stats, &key, boundary, now);
         __sync_fetch_and_add(&stats->cpu_time_ns, slice);
-    else
+    } else {
         count_drop(KEPLER_DROP_MAP_FULL_NS, slice);
+    }
+    record_spanning(cpu, &key, (__u32)pid_tgid, boundary, now, slice);
     return stats;
 }
 
-/* Records who runs on this CPU from `now` on. SYNC POINT: pairs with the boundary read in
- * bpf_source.cpp (version_begin first, version_end last). */
-static __always_inline void record_running(struct kepler_cpu_state *cpu, __u32 tid, __u64 now)
+/* Every change of this CPU's state happens between these two. SYNC POINT: pairs with
+ * BpfSource::read_cpu_states() in bpf_source.cpp (version_end read first, version_begin last). */
+static __always_inline __u64 begin_state_write(struct kepler_cpu_state *cpu)
 {
     __u64 version = cpu->version_begin + 1;
     cpu->version_begin = version;
     compiler_barrier();
-    cpu->running_since_ns = now;
-    cpu->tid = tid;
+    return version;
+}
+
+static __always_inline void end_state_write(struct kepler_cpu_state *cpu, __u64 version)
+{
     compiler_barrier();
     cpu->version_end = version;
+}
+
+/* Records who runs on this CPU from `now` on. */
+static __always_inline void record_running(struct kepler_cpu_state *cpu, __u32 tid, __u64 now)
+{
+    cpu->running_since_ns = now;
+    cpu->tid = tid;
 }
 
 /* prev is current; prev_runtime is its se.sum_exec_runtime (read by each flavour the cheapest way it
@@ -192,12 +257,14 @@ static __always_inline int on_switch(__u64 prev_runtime, __u32 next_tid)
     __u64 now = bpf_ktime_get_ns();
     __u64 pid_tgid = bpf_get_current_pid_tgid();
     struct kepler_proc_stats *stats = NULL;
+    __u64 version = begin_state_write(cpu);
 
     if ((pid_tgid >> 32) != 0) /* tgid 0: the idle task, not a process */
         stats = account_current(cpu, pid_tgid, now, prev_runtime);
     if (hw_counters_enabled)
         charge_counters(cpu, stats);
     record_running(cpu, next_tid, now);
+    end_state_write(cpu, version);
     return 0;
 }
 

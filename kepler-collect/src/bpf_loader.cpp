@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -220,6 +221,7 @@ std::string BpfProgram::try_attach(AttachMode mode) {
     skel->rodata->hw_counters_enabled = any_counter ? 1 : 0;
     bpf_map__set_max_entries(skel->maps.processes, max_processes_);
     bpf_map__set_max_entries(skel->maps.threads, max_threads_);
+    bpf_map__set_max_entries(skel->maps.cut_marks, max_processes_);  // at most one mark per process
 
     bpf_program* prog = nullptr;
     bpf_object__for_each_program(prog, skel->obj) bpf_program__set_autoload(prog, false);
@@ -280,6 +282,20 @@ BpfProgram::~BpfProgram() {
 int BpfProgram::processes_fd() const { return bpf_map__fd(skeleton_->maps.processes); }
 int BpfProgram::cpu_states_fd() const { return bpf_map__fd(skeleton_->maps.cpu_states); }
 int BpfProgram::drops_fd() const { return bpf_map__fd(skeleton_->maps.drops); }
+int BpfProgram::cut_marks_fd() const { return bpf_map__fd(skeleton_->maps.cut_marks); }
+
+void BpfProgram::publish_boundary(uint64_t boundary_ns) {
+    // Through the map rather than the skeleton's mapping of .bss, which kernels without mmap-able
+    // arrays do not have: the value is the whole .bss, which holds this one variable.
+    skeleton_->bss->cut_boundary_ns = boundary_ns;
+    const uint32_t zero = 0;
+    if (bpf_map_update_elem(bpf_map__fd(skeleton_->maps.bss), &zero, skeleton_->bss, BPF_ANY) != 0) {
+        throw CollectError(fmt::format("bpf: publishing the frame boundary: {}", std::strerror(errno)));
+    }
+    // SYNC POINT: pairs with current_boundary() in kepler_account.bpf.h. The store is visible on every
+    // CPU before the caller reads the clock again to check that the boundary is still ahead.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+}
 
 std::vector<uint32_t> BpfProgram::program_ids() const {
     std::vector<uint32_t> ids;

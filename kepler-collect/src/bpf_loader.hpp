@@ -44,6 +44,10 @@ public:
     [[nodiscard]] int processes_fd() const;
     [[nodiscard]] int cpu_states_fd() const;
     [[nodiscard]] int drops_fd() const;
+    [[nodiscard]] int cut_marks_fd() const;
+    /// Tells the program where the next frame boundary lies (bpf_ktime_get_ns() time; see
+    /// cut_boundary_ns in kepler.bpf.c). Throws CollectError when the kernel refuses the update.
+    void publish_boundary(uint64_t boundary_ns);
     /// Ids of the attached programs (bpftool prog show id N; run time with kernel.bpf_stats_enabled).
     [[nodiscard]] std::vector<uint32_t> program_ids() const;
     /// What this kernel or machine could not provide ("page cache: ...", "cycles: no PMU ...").

@@ -3,7 +3,10 @@
 #include <bpf/bpf.h>
 
 #include <algorithm>
+#include <time.h>
+
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <unordered_set>
 
@@ -30,13 +33,71 @@ constexpr uint64_t kMetricBit[KEPLER_HW_COUNTERS] = {KEPLERSHM_METRIC_CYCLES, KE
 ProcessKey to_key(const kepler_proc_key& k) noexcept { return ProcessKey{k.tgid, k.start_ticks}; }
 kepler_proc_key to_bpf_key(const ProcessKey& k) noexcept { return kepler_proc_key{k.tgid, 0, k.start_ticks}; }
 
+/// Copies a hash map keyed by process into `keys`/`values` (at most `capacity` entries); returns the count.
+/// Batch lookups copy each bucket under its lock, so an element replaced whole by the program (a cut
+/// mark) is never seen half-written.
+template <class Value>
+size_t read_process_map(int fd, kepler_proc_key* keys, Value* values, uint32_t capacity, const char* what) {
+    size_t total = 0;
+    uint64_t token = 0;  // hash maps use a u32 bucket index as the batch token
+    bool first = true;
+    while (total < capacity) {
+        uint32_t count = static_cast<uint32_t>(capacity - total);
+        uint64_t next_token = 0;
+        const int err = bpf_map_lookup_batch(fd, first ? nullptr : &token, &next_token, keys + total, values + total,
+                                             &count, nullptr);
+        if (err == 0 || err == -ENOENT) total += count;  // ENOENT: this was the last chunk
+        if (err == -ENOENT) return total;
+        if (err == -ENOSPC) {  // one bucket holds more entries than the buffer has room left for
+            log_warn("bpf: {} map read stopped early ({} of its entries read): buffer full", what, total);
+            return total;
+        }
+        if (err != 0) {
+            if (!first) throw CollectError(fmt::format("bpf: reading the {} map: {}", what, std::strerror(-err)));
+            break;  // no batch support (kernels before 5.6): walk the keys instead
+        }
+        token = next_token;
+        first = false;
+    }
+    if (!first) return total;
+
+    kepler_proc_key key{};
+    kepler_proc_key next{};
+    bool more = bpf_map_get_next_key(fd, nullptr, &next) == 0;
+    while (more && total < capacity) {
+        if (bpf_map_lookup_elem(fd, &next, &values[total]) == 0) keys[total++] = next;
+        key = next;
+        more = bpf_map_get_next_key(fd, &key, &next) == 0;
+    }
+    return total;
+}
+
+/// CLOCK_MONOTONIC of this process's time namespace minus the kernel's own (bpf_ktime_get_ns()), from
+/// /proc/self/timens_offsets; 0 outside a time namespace or on kernels without them.
+int64_t time_namespace_offset_ns() {
+    const ReadResult offsets = read_text_file("/proc/self/timens_offsets", 4096);
+    for (std::string_view line : split_lines(offsets.text)) {
+        if (!starts_with(line, "monotonic")) continue;
+        long long seconds = 0;
+        long long nanoseconds = 0;
+        if (std::sscanf(std::string(line).c_str(), "monotonic %lld %lld", &seconds, &nanoseconds) == 2) {
+            return seconds * 1'000'000'000LL + nanoseconds;
+        }
+    }
+    return 0;
+}
+
+
 }  // namespace
 
 BpfSource::BpfSource(const BpfOptions& options, std::string proc_root)
     : program_(BpfProgram::load(options)),
       proc_root_(std::move(proc_root)),
       keys_(new kepler_proc_key[program_->max_processes()]),
-      values_(new kepler_proc_stats[program_->max_processes()]) {}
+      values_(new kepler_proc_stats[program_->max_processes()]),
+      mark_keys_(new kepler_proc_key[program_->max_processes()]),
+      marks_(new kepler_cut_mark[program_->max_processes()]),
+      clock_offset_ns_(time_namespace_offset_ns()) {}
 
 BpfSource::~BpfSource() = default;
 
@@ -56,44 +117,49 @@ uint64_t BpfSource::metric_mask() const {
     return mask;
 }
 
-size_t BpfSource::read_entries() {
-    const int fd = program_->processes_fd();
-    const uint32_t capacity = program_->max_processes();
-    size_t total = 0;
-    uint64_t token = 0;  // hash maps use a u32 bucket index as the batch token
-    bool first = true;
-    while (total < capacity) {
-        uint32_t count = static_cast<uint32_t>(capacity - total);
-        uint64_t next_token = 0;
-        const int err = bpf_map_lookup_batch(fd, first ? nullptr : &token, &next_token, keys_.get() + total,
-                                             values_.get() + total, &count, nullptr);
-        if (err == 0 || err == -ENOENT) total += count;  // ENOENT: this was the last chunk
-        if (err == -ENOENT) return total;
-        if (err == -ENOSPC) {  // one bucket holds more entries than the buffer has room left for
-            log_warn("bpf: map read stopped early ({} of its entries read): buffer full", total);
-            return total;
-        }
-        if (err != 0) {
-            if (!first) throw CollectError(fmt::format("bpf: reading the processes map: {}", std::strerror(-err)));
-            break;  // no batch support (kernels before 5.6): walk the keys instead
-        }
-        token = next_token;
-        first = false;
-    }
-    if (!first) return total;
 
-    kepler_proc_key key{};
-    kepler_proc_key next{};
-    bool more = bpf_map_get_next_key(fd, nullptr, &next) == 0;
-    while (more && total < capacity) {
-        if (bpf_map_lookup_elem(fd, &next, &values_[total]) == 0) keys_[total++] = next;
-        key = next;
-        more = bpf_map_get_next_key(fd, &key, &next) == 0;
-    }
-    return total;
+uint64_t BpfSource::kernel_now_ns() const noexcept {
+    return static_cast<uint64_t>(static_cast<int64_t>(monotonic_now_ns()) - clock_offset_ns_);
 }
 
-std::unordered_map<ProcessKey, uint64_t, ProcessKeyHash> BpfSource::read_in_flight(uint64_t& boundary_ns) {
+// The boundary is published ahead of time, so that every charge at or after it sees it, and the maps
+// are read only once it has passed (see cut_boundary_ns in kepler.bpf.c).
+uint64_t BpfSource::draw_boundary() {
+    constexpr uint64_t kLead = 300'000;    // how far ahead the boundary is published
+    constexpr uint64_t kMargin = 50'000;   // still ahead after the publication, or drawn again
+    constexpr int kAttempts = 8;
+    uint64_t boundary = 0;
+    for (int attempt = 0; attempt < kAttempts; ++attempt) {
+        boundary = kernel_now_ns() + kLead;
+        program_->publish_boundary(boundary);
+        if (kernel_now_ns() + kMargin <= boundary) break;
+        // Preempted while publishing: a charge after the boundary may have missed it. Draw a later one.
+        if (attempt + 1 == kAttempts) log_warn("bpf: frame boundary published late {} times in a row", kAttempts);
+    }
+    const int64_t user_boundary = static_cast<int64_t>(boundary) + clock_offset_ns_;
+    const timespec until{static_cast<time_t>(user_boundary / 1'000'000'000),
+                         static_cast<long>(user_boundary % 1'000'000'000)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, nullptr) == EINTR) {
+    }
+    return boundary;
+}
+
+size_t BpfSource::read_entries() {
+    return read_process_map(program_->processes_fd(), keys_.get(), values_.get(), program_->max_processes(),
+                            "processes");
+}
+
+BpfSource::ProcessTimes BpfSource::read_marks(uint64_t boundary) {
+    const size_t count = read_process_map(program_->cut_marks_fd(), mark_keys_.get(), marks_.get(),
+                                          program_->max_processes(), "cut marks");
+    ProcessTimes at_boundary;
+    for (size_t i = 0; i < count; ++i) {
+        if (marks_[i].boundary_ns == boundary) at_boundary[to_key(mark_keys_[i])] = marks_[i].cpu_time_ns;
+    }
+    return at_boundary;
+}
+
+std::vector<kepler_cpu_state> BpfSource::read_cpu_states() {
     const uint32_t cpus = program_->possible_cpus();
     const size_t stride = (sizeof(kepler_cpu_state) + 7) & ~size_t{7};  // per-CPU values are 8-byte aligned
     std::vector<uint8_t> buffer(stride * cpus);
@@ -105,35 +171,43 @@ std::unordered_map<ProcessKey, uint64_t, ProcessKeyHash> BpfSource::read_in_flig
         if (bpf_map_lookup_elem(program_->cpu_states_fd(), &zero, buffer.data()) != 0) {
             throw CollectError(fmt::format("bpf: reading the per-CPU state: {}", std::strerror(errno)));
         }
-        boundary_ns = monotonic_now_ns();  // SYNC POINT: pairs with the version stores in on_switch()
         bool all = true;
         for (uint32_t cpu = 0; cpu < cpus; ++cpu) {
+            if (settled[cpu]) continue;
             kepler_cpu_state s;
             std::memcpy(&s, buffer.data() + cpu * stride, sizeof s);
-            // A copy is whole when both version words agree (see kepler.h). Keep a whole copy from an
-            // earlier attempt only if this attempt tore: a later whole copy is closer to the boundary.
+            // SYNC POINT: pairs with begin_state_write()/end_state_write() in kepler_account.bpf.h: a copy
+            // is whole when both version words agree (see kepler.h).
             if (s.version_end == s.version_begin) {
                 states[cpu] = s;
                 settled[cpu] = true;
             } else {
-                settled[cpu] = false;
                 all = false;
             }
         }
-        if (all) break;
+        if (all) return states;
     }
-
-    std::unordered_map<ProcessKey, uint64_t, ProcessKeyHash> in_flight;
     for (uint32_t cpu = 0; cpu < cpus; ++cpu) {
-        const kepler_cpu_state& s = states[cpu];
-        // Unsettled: the CPU switched while we copied; its slice is credited at the next boundary.
-        if (!settled[cpu] || s.running_since_ns == 0 || s.tid == 0 || boundary_ns <= s.running_since_ns) continue;
-        // A thread that ended meanwhile resolves to nothing: its last slice was charged at its exit.
-        const ProcessKey key = resolve_thread(s.tid);
-        if (key.tgid == 0) continue;
-        in_flight[key] += boundary_ns - s.running_since_ns;
+        if (!settled[cpu]) states[cpu] = kepler_cpu_state{};  // its spanning slice shows in the next frame
     }
-    return in_flight;
+    return states;
+}
+
+// Each CPU's slice that was running at the boundary: ended since (the program kept its part before the
+// boundary) or still running (its part is the boundary minus its start: it has run without a switch
+// since, or the state would name another task).
+BpfSource::ProcessTimes BpfSource::read_spanning(uint64_t boundary) {
+    ProcessTimes before_boundary;
+    for (const kepler_cpu_state& s : read_cpu_states()) {
+        if (s.spanned_boundary_ns == boundary) {
+            before_boundary[to_key(s.spanned_process)] += s.spanned_before_ns;
+        } else if (s.running_since_ns != 0 && s.tid != 0 && s.running_since_ns < boundary) {
+            // A thread that ended meanwhile resolves to nothing: its last slice was charged at its exit.
+            const ProcessKey key = resolve_thread(s.tid);
+            if (key.tgid != 0) before_boundary[key] += boundary - s.running_since_ns;
+        }
+    }
+    return before_boundary;
 }
 
 // The per-CPU record holds only the thread id (cheaper for every context switch): find its process.
@@ -162,10 +236,11 @@ uint64_t BpfSource::read_drops() {
 void BpfSource::delete_entry(const ProcessKey& key) {
     const kepler_proc_key k = to_bpf_key(key);
     bpf_map_delete_elem(program_->processes_fd(), &k);  // ENOENT is fine: already gone
+    bpf_map_delete_elem(program_->cut_marks_fd(), &k);
     ledger_.erase(key);
 }
 
-ProcessActivity BpfSource::account(const ProcessKey& key, const kepler_proc_stats& stats, uint64_t in_flight_ns,
+ProcessActivity BpfSource::account(const ProcessKey& key, const kepler_proc_stats& stats, uint64_t cpu_time_ns,
                                    bool in_map, SourceSample& out) {
     auto [it, inserted] = ledger_.try_emplace(key);
     Ledger& L = it->second;
@@ -176,10 +251,10 @@ ProcessActivity BpfSource::account(const ProcessKey& key, const kepler_proc_stat
     if (inserted) a.flags |= KEPLERSHM_PROC_NEW;
     if (stats.flags & KEPLER_STATS_KTHREAD) a.flags |= KEPLERSHM_PROC_KERNEL;
 
-    // Never below what was already published: a slice seen in flight last time is in the map now.
-    const uint64_t effective = stats.cpu_time_ns + in_flight_ns;
-    a.cpu_time_ns = grown(effective, L.effective_cpu_ns);
-    L.effective_cpu_ns = std::max(L.effective_cpu_ns, effective);
+    // Never below what was already published: the part of a slice before the last boundary was wall
+    // time, and the scheduler's count of the whole slice can be a little less (hypervisor steal).
+    a.cpu_time_ns = grown(cpu_time_ns, L.effective_cpu_ns);
+    L.effective_cpu_ns = std::max(L.effective_cpu_ns, cpu_time_ns);
 
     for (uint32_t c = 0; c < KEPLER_HW_COUNTERS; ++c) {
         const bool valid = program_->counters().available(c) && stats.hw_unavailable[c] == L.last.hw_unavailable[c];
@@ -213,8 +288,11 @@ SourceSample BpfSource::sample() {
     delete_next_.clear();
 
     SourceSample out;
-    const size_t entries = read_entries();  // first the map, then the CPUs: see the class comment
-    std::unordered_map<ProcessKey, uint64_t, ProcessKeyHash> in_flight = read_in_flight(out.read_time_ns);
+    const uint64_t boundary = draw_boundary();
+    out.read_time_ns = static_cast<uint64_t>(static_cast<int64_t>(boundary) + clock_offset_ns_);
+    ProcessTimes in_flight = read_spanning(boundary);
+    const size_t entries = read_entries();
+    const ProcessTimes marks = read_marks(boundary);  // after the entries: see mark_boundary()
     const uint64_t drops = read_drops();
     out.dropped_entries = grown(drops, drops_seen_);
     drops_seen_ = std::max(drops_seen_, drops);
@@ -228,7 +306,9 @@ SourceSample BpfSource::sample() {
         const auto running = in_flight.find(key);
         const uint64_t running_ns = running != in_flight.end() ? running->second : 0;
         if (running != in_flight.end()) in_flight.erase(running);
-        ProcessActivity a = account(key, values_[i], running_ns, true, out);
+        const auto mark = marks.find(key);
+        const uint64_t at_boundary_ns = mark != marks.end() ? mark->second : values_[i].cpu_time_ns;
+        ProcessActivity a = account(key, values_[i], at_boundary_ns + running_ns, true, out);
         seen.insert(key);
         const bool active = a.cpu_time_ns || a.cycles || a.instructions || a.page_cache_hits ||
                             a.page_cache_misses || (a.flags & (KEPLERSHM_PROC_NEW | KEPLERSHM_PROC_EXITED)) ||

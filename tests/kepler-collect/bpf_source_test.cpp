@@ -82,6 +82,42 @@ TEST(BpfSource, BusyChildGetsWholeIntervalEveryFrameAndMatchesProcStat) {
     EXPECT_LE(total, previous.after_ns + previous.after_ns / 100 + 1'000'000) << "nothing counted twice";
 }
 
+// Two busy children on one CPU take turns every few milliseconds, so slices end all the time, also
+// while the source reads its maps. Every process is cut at the same boundary: together they can never
+// be credited more than the interval, in any frame, and each gets what its own CPU clock says.
+TEST(BpfSource, ChildrenSharingACpuAreCutAtOneBoundary) {
+    SKIP_WITHOUT_BPF();
+    BpfSource source(BpfOptions{});
+    BusyChild first(testing::test_cpu(), 1.0);
+    BusyChild second(testing::test_cpu(), 1.0);
+    testing::sleep_ms(200);
+    auto clocks = [&] { return std::pair{testing::process_cpu_ns(first.pid()), testing::process_cpu_ns(second.pid())}; };
+    auto before = clocks();
+    SourceSample previous = source.sample();
+    auto after = clocks();
+    for (int frame = 0; frame < 6; ++frame) {
+        testing::sleep_ms(500);
+        const auto now_before = clocks();
+        const SourceSample now = source.sample();
+        const auto now_after = clocks();
+        const ProcessActivity* a = find(now, first.pid());
+        const ProcessActivity* b = find(now, second.pid());
+        ASSERT_NE(a, nullptr) << "frame " << frame;
+        ASSERT_NE(b, nullptr) << "frame " << frame;
+        const uint64_t interval = now.read_time_ns - previous.read_time_ns;
+        // Above: the part of a slice before a boundary is wall time, which also holds hypervisor steal.
+        EXPECT_LE(a->cpu_time_ns + b->cpu_time_ns, interval + interval / 100 + 1'000'000)
+            << "frame " << frame << ": two processes on one CPU credited more than the interval";
+        EXPECT_LE(a->cpu_time_ns, now_after.first - before.first + interval / 100 + 1'000'000) << "frame " << frame;
+        EXPECT_LE(b->cpu_time_ns, now_after.second - before.second + interval / 100 + 1'000'000) << "frame " << frame;
+        EXPECT_GE(a->cpu_time_ns + kRepairSlack, now_before.first - after.first) << "frame " << frame;
+        EXPECT_GE(b->cpu_time_ns + kRepairSlack, now_before.second - after.second) << "frame " << frame;
+        previous = now;
+        before = now_before;
+        after = now_after;
+    }
+}
+
 TEST(BpfSource, HalfDutyChildShowsAboutHalf) {
     SKIP_WITHOUT_BPF();
     BpfSource source(BpfOptions{});
