@@ -22,15 +22,16 @@ constexpr uint32_t kReusedPid = 300;
 
 struct HelperProcess {
     uint64_t start = 0;
-    uint64_t ticks = 0;
+    uint64_t ticks = 0;          // utime+stime when its burn ended
+    uint64_t ticks_at_exit = 0;  // and just before it exited
 };
 
 std::vector<HelperProcess> parse_helper_lines(const std::string& log) {
     std::vector<HelperProcess> out;
-    const std::regex line(R"(process \d+ pid=(\d+) start=(\d+) ticks=(\d+))");
+    const std::regex line(R"(process \d+ pid=(\d+) start=(\d+) ticks=(\d+) ticks_at_exit=(\d+))");
     for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator(); ++it) {
         EXPECT_EQ(std::stoul((*it)[1]), kReusedPid);
-        out.push_back({std::stoull((*it)[2]), std::stoull((*it)[3])});
+        out.push_back({std::stoull((*it)[2]), std::stoull((*it)[3]), std::stoull((*it)[4])});
     }
     return out;
 }
@@ -39,10 +40,11 @@ TEST(PidReuse, CollectorKeysProcessesByPidAndStartTime) {
     if (geteuid() != 0) GTEST_SKIP() << "needs root: a new pid namespace and its ns_last_pid";
     e2e::TempDir tmp;
     const std::string name = e2e::unique_name("pid-reuse");
-    // pid 300 burns 300 ms and exits, then a new pid 300 burns 100 ms: by pid alone the second would look
-    // like the first with its CPU time going backwards (and its 100 ms lost).
+    // pid 300 burns 305 ms and exits, then a new pid 300 burns 105 ms: by pid alone the second would look
+    // like the first with its CPU time going backwards (and its 105 ms lost). Burns end mid-tick, so the
+    // helper's own reads of its CPU time do not push it over a tick's edge.
     Child scenario({"unshare", "--pid", "--fork", "--mount-proc", "--kill-child", HELPER_BINARY, "pidreuse", "--pid",
-                    std::to_string(kReusedPid), "--burn-ms", "300,100", "--hold-ms", "800", "--", COLLECT_BINARY,
+                    std::to_string(kReusedPid), "--burn-ms", "305,105", "--hold-ms", "800", "--", COLLECT_BINARY,
                     "--shm-name", name, "--source", "procfs", "--interval", "250ms", "--kube", "off", "--slots", "64"},
                    tmp / "scenario.log");
     auto reader = e2e::open_when_present(name, 30s);
@@ -72,7 +74,10 @@ TEST(PidReuse, CollectorKeysProcessesByPidAndStartTime) {
     ASSERT_EQ(cpu_by_start.size(), 2u) << "pid " << kReusedPid << " appears as exactly two processes";
     for (const HelperProcess& p : truth) {
         ASSERT_TRUE(cpu_by_start.contains(p.start)) << "start time " << p.start;
-        EXPECT_EQ(cpu_by_start[p.start], p.ticks * tick_ns)
+        // The collector's last scan of the process falls in its hold: between the helper's two readings.
+        EXPECT_GE(cpu_by_start[p.start], p.ticks * tick_ns)
+            << "each process's CPU time is its own /proc/<pid>/stat utime+stime, nothing of the other's";
+        EXPECT_LE(cpu_by_start[p.start], p.ticks_at_exit * tick_ns)
             << "each process's CPU time is its own /proc/<pid>/stat utime+stime, nothing of the other's";
         EXPECT_TRUE(first_flags[p.start] & KEPLERSHM_PROC_NEW) << "first seen: NEW";
     }

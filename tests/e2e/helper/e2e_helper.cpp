@@ -6,7 +6,8 @@
 //   e2e_helper pidreuse --pid P --burn-ms A,B --hold-ms H -- COMMAND...
 //       starts COMMAND, waits until it has been running for H ms, then runs two processes one after the
 //       other that both get pid P (through /proc/sys/kernel/ns_last_pid): each burns its CPU, holds H ms
-//       so a collector sample sees its final CPU time, prints "process I pid=P start=S ticks=T", exits.
+//       so a collector sample sees its final CPU time, prints "process I pid=P start=S ticks=T
+//       ticks_at_exit=E" (utime+stime before and after the hold), exits.
 //       Finally waits H ms more and stops COMMAND with SIGTERM.
 #include <signal.h>
 #include <sys/prctl.h>
@@ -111,11 +112,17 @@ int pidreuse(pid_t wanted, const std::vector<long>& burns_ms, long hold_ms, char
         if (child == 0) {
             close(pipe_fd[0]);
             burn_cpu(std::chrono::milliseconds(burns_ms[i]));
-            std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
+            // Read before and after the hold: the kernel's utime+stime is the scheduler's nanosecond count
+            // cut to ticks, and the reads themselves run. A collector scan during the hold sees a value
+            // between the two (usually both: the burns are chosen away from a tick's edge).
             unsigned long long ticks = 0, start = 0;
             own_stat(ticks, start);
+            std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
+            unsigned long long ticks_at_exit = 0;
+            own_stat(ticks_at_exit, start);
             const std::string line = "process " + std::to_string(i) + " pid=" + std::to_string(getpid()) +
-                                     " start=" + std::to_string(start) + " ticks=" + std::to_string(ticks) + "\n";
+                                     " start=" + std::to_string(start) + " ticks=" + std::to_string(ticks) +
+                                     " ticks_at_exit=" + std::to_string(ticks_at_exit) + "\n";
             if (write(pipe_fd[1], line.data(), line.size()) < 0) _exit(4);
             _exit(0);
         }
