@@ -1,39 +1,75 @@
 #!/usr/bin/env bash
 # README command (2): installs everything, builds, and runs every test (unit, multi-process, BPF,
 # Python, end-to-end), then the sanitizer builds. Run as root on Debian 12; CI runs exactly this.
-set -euo pipefail
+# Every stage runs even when an earlier one failed, and the script ends with each stage's result, so
+# one failure still shows what the others would need. Exit status 1 if any stage failed.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+stages=()   # "name|result|seconds"
 
-bash scripts/setup.sh
-# BPF tests need tracefs (tracepoint attach); mount it where a minimal system has not.
-if [[ $(id -u) -eq 0 && -d /sys/kernel/tracing && ! -e /sys/kernel/tracing/events ]]; then
-  mount -t tracefs tracefs /sys/kernel/tracing || echo "test.sh: could not mount tracefs; BPF tests will skip"
+# run_stage NAME COMMAND...: runs COMMAND (a function below) and records how it ended.
+run_stage() {
+  local name=$1
+  shift
+  echo "== $name"
+  local start=$SECONDS result=passed
+  # Not in an `if`: there bash would ignore set -e inside the subshell and run on past a failed build.
+  (set -e; "$@")
+  (($? == 0)) || result=FAILED
+  stages+=("$name|$result|$((SECONDS - start))")
+  echo "== $name: $result"
+}
+
+main_suite() {
+  # BPF tests need tracefs (tracepoint attach); mount it where a minimal system has not.
+  if [[ $(id -u) -eq 0 && -d /sys/kernel/tracing && ! -e /sys/kernel/tracing/events ]]; then
+    mount -t tracefs tracefs /sys/kernel/tracing || echo "test.sh: could not mount tracefs; BPF tests will skip"
+  fi
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  cmake --build build -j"$jobs"
+  (cd build && ctest --output-on-failure -j"$jobs" --timeout 600)
+}
+
+asan_ubsan() {
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DKEPLERSHM_SANITIZE=address,undefined \
+        -DKEPLERSHM_COMPONENTS="bpf;kepler-collect;kepler-estimate" -DKEPLERSHM_BUILD_BENCHMARKS=OFF
+  cmake --build build-asan -j"$jobs"
+  (cd build-asan && KEPLERSHM_STRESS_SECONDS=5 ctest --output-on-failure -j"$jobs" --timeout 600 \
+     -R '^(libkeplershm|collect|estimate)\.')
+}
+
+tsan() {
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKEPLERSHM_SANITIZE=thread \
+        -DKEPLERSHM_COMPONENTS="" -DKEPLERSHM_BUILD_BENCHMARKS=OFF
+  cmake --build build-tsan -j"$jobs" --target libkeplershm_tests libkeplershm_stress
+  (cd build-tsan && KEPLERSHM_STRESS_SECONDS=5 ctest --output-on-failure -R 'libkeplershm\.(Ring|StressThreads)')
+}
+
+fuzz() {
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKEPLERSHM_FUZZ=ON \
+        -DKEPLERSHM_SANITIZE=address,undefined,fuzzer-no-link -DKEPLERSHM_FUZZ_SECONDS="${KEPLERSHM_FUZZ_SECONDS:-20}" \
+        -DKEPLERSHM_COMPONENTS="" -DKEPLERSHM_BUILD_BENCHMARKS=OFF
+  cmake --build build-fuzz -j"$jobs" --target fuzz_header fuzz_frame fuzz_segment fuzz_recording
+  (cd build-fuzz && ctest --output-on-failure -R '^fuzz\.')
+}
+
+run_stage "packages (scripts/setup.sh)" bash scripts/setup.sh
+run_stage "build (RelWithDebInfo) and every test" main_suite
+run_stage "ASan + UBSan: the library's, the collector's and the estimator's tests" asan_ubsan
+run_stage "TSan: the seqlock under threads (ring, lapping, a writer against two readers)" tsan
+run_stage "libFuzzer (clang, ASan+UBSan): headers, frames, segments, recordings, ${KEPLERSHM_FUZZ_SECONDS:-20} s each" fuzz
+
+echo
+echo "== test.sh summary"
+failed=0
+for stage in "${stages[@]}"; do
+  IFS='|' read -r name result seconds <<<"$stage"
+  printf '  %-7s %5ss  %s\n' "$result" "$seconds" "$name"
+  [[ $result == passed ]] || failed=1
+done
+if ((failed)); then
+  echo "test.sh: some stages failed (see above)"
+  exit 1
 fi
-
-echo "== build (RelWithDebInfo) and every test"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
-cmake --build build -j"$jobs"
-(cd build && ctest --output-on-failure -j"$jobs" --timeout 600)
-
-echo "== ASan + UBSan: the library's, the collector's and the estimator's unit, hostile-input and stress tests"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DKEPLERSHM_SANITIZE=address,undefined \
-      -DKEPLERSHM_COMPONENTS="bpf;kepler-collect;kepler-estimate" -DKEPLERSHM_BUILD_BENCHMARKS=OFF
-cmake --build build-asan -j"$jobs"
-(cd build-asan && KEPLERSHM_STRESS_SECONDS=5 ctest --output-on-failure -j"$jobs" --timeout 600 \
-   -R '^(libkeplershm|collect|estimate)\.')
-
-echo "== TSan: the seqlock under threads (ring, lapping, a writer thread against two reader threads)"
-cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKEPLERSHM_SANITIZE=thread \
-      -DKEPLERSHM_COMPONENTS="" -DKEPLERSHM_BUILD_BENCHMARKS=OFF
-cmake --build build-tsan -j"$jobs" --target libkeplershm_tests libkeplershm_stress
-(cd build-tsan && KEPLERSHM_STRESS_SECONDS=5 ctest --output-on-failure -R 'libkeplershm\.(Ring|StressThreads)')
-
-echo "== libFuzzer (clang, ASan+UBSan): headers, frames, segments, recordings, ${KEPLERSHM_FUZZ_SECONDS:-20} s each"
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKEPLERSHM_FUZZ=ON \
-      -DKEPLERSHM_SANITIZE=address,undefined,fuzzer-no-link -DKEPLERSHM_FUZZ_SECONDS="${KEPLERSHM_FUZZ_SECONDS:-20}" \
-      -DKEPLERSHM_COMPONENTS="" -DKEPLERSHM_BUILD_BENCHMARKS=OFF
-cmake --build build-fuzz -j"$jobs" --target fuzz_header fuzz_frame fuzz_segment fuzz_recording
-(cd build-fuzz && ctest --output-on-failure -R '^fuzz\.')
-
 echo "test.sh: all tests passed"
