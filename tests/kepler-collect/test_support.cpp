@@ -19,9 +19,9 @@
 #include <stdexcept>
 #include <thread>
 
-#include "bpf_loader.hpp"
-#include "proc_stat.hpp"
-#include "text_io.hpp"
+#include "common/text_io.hpp"
+#include "sources/bpf_loader.hpp"
+#include "sources/proc_stat.hpp"
 
 namespace kepler::collect::testing {
 
