@@ -16,8 +16,7 @@
 #include "frame/node_info.hpp"
 #include "kepler_collect/collector.hpp"
 #include "keplershm/keplershm.hpp"
-#include "sources/bpf_source.hpp"
-#include "sources/procfs_source.hpp"
+#include "sources/process_source.hpp"
 #include "workloads/kube_metadata.hpp"
 #include "workloads/workload_resolver.hpp"
 
@@ -27,22 +26,6 @@ namespace {
 
 constexpr uint32_t kWriterVersion = (0u << 16) | (1u << 8) | 0u;  // 0.1.0
 constexpr std::chrono::nanoseconds kMaxHeartbeatGap = std::chrono::seconds(1);
-
-std::unique_ptr<ProcessSource> make_source(const CollectorOptions& o) {
-    if (o.source == "procfs") return std::make_unique<ProcfsSource>(o.proc_root);
-    BpfOptions bpf;
-    bpf.max_processes = o.bpf_max_processes;
-    bpf.max_threads = o.bpf_max_threads;
-    bpf.hardware_counters = o.hardware_counters;
-    if (o.bpf_attach != "auto") bpf.attach = parse_attach_mode(o.bpf_attach);
-    if (o.source == "bpf") return std::make_unique<BpfSource>(bpf, o.proc_root);
-    try {
-        return std::make_unique<BpfSource>(bpf, o.proc_root);
-    } catch (const CollectError& e) {
-        log_warn("bpf unavailable, using procfs instead: {}", e.what());
-        return std::make_unique<ProcfsSource>(o.proc_root);
-    }
-}
 
 std::unique_ptr<KubeMetadata> make_metadata(const CollectorOptions& o, const std::string& node) {
     if (o.kube == "off") return nullptr;
@@ -113,24 +96,8 @@ std::optional<keplershm::Writer> create_writer(const std::string& name, const ke
     }
 }
 
-int collect(const CollectorOptions& o, const sigset_t& signals) {
-    const std::string node = node_name(o.node_name);
-    std::unique_ptr<ProcessSource> source = make_source(o);
-    // The source counts from here on, so the first interval starts here, and so does node CPU time.
-    NodeCpuReader node_cpu(o.proc_root);
-    node_cpu.read();
-    uint64_t start_ns = monotonic_now_ns();
-    uint64_t start_real_ns = realtime_now_ns();
-    log_info("source: {}", source->describe());
-
-    EnergyMeter meter = EnergyMeter::discover(o.sysfs_root);
-    for (const std::string& p : meter.problems()) log_warn("energy: {}", p);
-    for (const std::string& n : meter.notes()) log_info("energy: {}", n);
-    if (meter.empty()) {
-        log_info("energy: no power meter under {} (no RAPL, no hwmon meter): frames say \"no measured power\"", o.sysfs_root);
-    }
-    std::unique_ptr<KubeMetadata> metadata = make_metadata(o, node);
-
+keplershm::WriterOptions writer_options(const CollectorOptions& o, const ProcessSource& source,
+                                        const EnergyMeter& meter, const std::string& node) {
     keplershm::WriterOptions w;
     w.slot_count = o.slot_count;
     w.process_capacity = o.process_capacity;
@@ -140,50 +107,73 @@ int collect(const CollectorOptions& o, const sigset_t& signals) {
     w.max_segment_bytes = o.max_segment_bytes;
     w.on_warning = [](const std::string& message) { log_warn("{}", message); };
     w.heartbeat_period = std::min<std::chrono::nanoseconds>(o.interval, kMaxHeartbeatGap);
-    w.metric_mask = source->metric_mask() | KEPLERSHM_METRIC_NODE_CPU | (meter.empty() ? 0 : KEPLERSHM_METRIC_ENERGY);
+    w.metric_mask = source.metric_mask() | KEPLERSHM_METRIC_NODE_CPU | (meter.empty() ? 0 : KEPLERSHM_METRIC_ENERGY);
     w.node_name = node;
     w.cpu_model = cpu_model_from_cpuinfo(read_text_file(o.proc_root + "/cpuinfo", 4 << 20).text);
     w.cpu_count = online_cpus();
     w.zones = meter.zone_infos();  // zones belong to the header: discovered before the writer exists
     w.writer_version = kWriterVersion;
     w.replace_live = o.replace_live;
-    std::optional<keplershm::Writer> created = create_writer(o.shm_name, w, signals);
-    if (!created) return 0;  // stopped by a signal while waiting for the name
-    keplershm::Writer& writer = *created;
-    log_info("publishing to /dev/shm/{} every {} ms (node {}, {} CPUs, {} energy zones)", o.shm_name,
-             std::chrono::duration_cast<std::chrono::milliseconds>(o.interval).count(), node, w.cpu_count, w.zones.size());
+    return w;
+}
 
-    WorkloadResolver resolver(o.proc_root);
-    const uint64_t interval_ns = static_cast<uint64_t>(o.interval.count());
-    uint64_t deadline = start_ns + interval_ns;
-    for (uint64_t frame = 0; o.frames == 0 || frame < o.frames; ++frame) {
-        if (!wait_until(deadline, writer, signals)) break;
-        SourceSample sample = source->sample();
+EnergyMeter discover_meter(const std::string& sysfs_root) {
+    EnergyMeter meter = EnergyMeter::discover(sysfs_root);
+    for (const std::string& p : meter.problems()) log_warn("energy: {}", p);
+    for (const std::string& n : meter.notes()) log_info("energy: {}", n);
+    if (meter.empty()) {
+        log_info("energy: no power meter under {} (no RAPL, no hwmon meter): frames say \"no measured power\"", sysfs_root);
+    }
+    return meter;
+}
+
+/// Where one interval ends and the next begins (CLOCK_MONOTONIC and realtime of the same instant).
+struct IntervalEdge {
+    uint64_t monotonic_ns = 0;
+    uint64_t realtime_ns = 0;
+};
+
+/// The collector's stages for one interval, in data-path order: source → node CPU → energy →
+/// workloads → frame. Owns everything the loop needs between frames.
+class Collection {
+public:
+    Collection(const CollectorOptions& o, const std::string& node)
+        : source_(make_process_source(source_settings(o))),
+          node_cpu_(o.proc_root),
+          edge_(start_counting(node_cpu_)),
+          meter_(discover_meter(o.sysfs_root)),
+          metadata_(make_metadata(o, node)),
+          resolver_(o.proc_root) {
+        log_info("source: {}", source_->describe());
+    }
+
+    [[nodiscard]] const ProcessSource& source() const noexcept { return *source_; }
+    [[nodiscard]] const EnergyMeter& meter() const noexcept { return meter_; }
+    [[nodiscard]] uint64_t interval_start_ns() const noexcept { return edge_.monotonic_ns; }
+
+    /// Measures the interval that ends now and publishes it as one frame.
+    void publish_frame(keplershm::Writer& writer, bool first) {
+        SourceSample sample = source_->sample();
         // The process boundary is the interval's end; the realtime end is the same instant.
-        const uint64_t end_ns = sample.read_time_ns;
-        const uint64_t end_real_ns = end_ns + (realtime_now_ns() - monotonic_now_ns());
+        const IntervalEdge end{sample.read_time_ns, sample.read_time_ns + (realtime_now_ns() - monotonic_now_ns())};
         std::optional<NodeCpuSample> cpu;
         try {
-            cpu = node_cpu.read();
+            cpu = node_cpu_.read();
         } catch (const CollectError& e) {
             log_warn("node cpu: {}", e.what());
         }
-        const std::vector<keplershm_zone_sample> zones = meter.read();
-
-        std::vector<std::shared_ptr<const CgroupWorkload>> workloads;
-        workloads.reserve(sample.processes.size());
-        for (ProcessActivity& p : sample.processes) workloads.push_back(resolver.resolve(p));
-        resolver.end_sample();
-        const std::shared_ptr<const PodIndex> pods = metadata ? metadata->snapshot() : nullptr;
+        const std::vector<keplershm_zone_sample> zones = meter_.read();
+        const std::vector<std::shared_ptr<const CgroupWorkload>> workloads = resolve_workloads(sample);
+        const std::shared_ptr<const PodIndex> pods = metadata_ ? metadata_->snapshot() : nullptr;
 
         FrameInputs in;
-        in.interval_start_ns = start_ns;
-        in.interval_end_ns = end_ns;
-        in.interval_start_realtime_ns = start_real_ns;
-        in.interval_end_realtime_ns = end_real_ns;
-        in.first = frame == 0;
-        in.source = source->kind();
-        in.power_source = meter.power_source();
+        in.interval_start_ns = edge_.monotonic_ns;
+        in.interval_end_ns = end.monotonic_ns;
+        in.interval_start_realtime_ns = edge_.realtime_ns;
+        in.interval_end_realtime_ns = end.realtime_ns;
+        in.first = first;
+        in.source = source_->kind();
+        in.power_source = meter_.power_source();
         in.sample = &sample;
         in.workloads = &workloads;
         in.node_cpu = cpu ? &*cpu : nullptr;
@@ -196,13 +186,64 @@ int collect(const CollectorOptions& o, const sigset_t& signals) {
             log_debug("frame {}: {} processes over capacity went to the unaccounted record", draft.sequence(),
                       summary.processes_truncated);
         }
-        if (summary.unknown_container && metadata) metadata->request_refresh();
+        if (summary.unknown_container && metadata_) metadata_->request_refresh();
+        edge_ = end;
+    }
 
+private:
+    /// The source counts from its creation on, so the first interval starts right after it (before
+    /// meters and metadata, which may take a while), and so does node CPU time.
+    static IntervalEdge start_counting(NodeCpuReader& node_cpu) {
+        node_cpu.read();
+        return IntervalEdge{monotonic_now_ns(), realtime_now_ns()};
+    }
+
+    static SourceSettings source_settings(const CollectorOptions& o) {
+        SourceSettings s;
+        s.kind = o.source;
+        s.proc_root = o.proc_root;
+        s.bpf_attach = o.bpf_attach;
+        s.bpf_max_processes = o.bpf_max_processes;
+        s.bpf_max_threads = o.bpf_max_threads;
+        s.hardware_counters = o.hardware_counters;
+        return s;
+    }
+
+    std::vector<std::shared_ptr<const CgroupWorkload>> resolve_workloads(SourceSample& sample) {
+        std::vector<std::shared_ptr<const CgroupWorkload>> workloads;
+        workloads.reserve(sample.processes.size());
+        for (ProcessActivity& p : sample.processes) workloads.push_back(resolver_.resolve(p));
+        resolver_.end_sample();
+        return workloads;
+    }
+
+    // Declaration order is initialisation order: source, then node CPU and the interval's start.
+    std::unique_ptr<ProcessSource> source_;
+    NodeCpuReader node_cpu_;
+    IntervalEdge edge_;
+    EnergyMeter meter_;
+    std::unique_ptr<KubeMetadata> metadata_;
+    WorkloadResolver resolver_;
+};
+
+int collect(const CollectorOptions& o, const sigset_t& signals) {
+    const std::string node = node_name(o.node_name);
+    Collection collection(o, node);
+    const keplershm::WriterOptions w = writer_options(o, collection.source(), collection.meter(), node);
+    std::optional<keplershm::Writer> created = create_writer(o.shm_name, w, signals);
+    if (!created) return 0;  // stopped by a signal while waiting for the name
+    keplershm::Writer& writer = *created;
+    log_info("publishing to /dev/shm/{} every {} ms (node {}, {} CPUs, {} energy zones)", o.shm_name,
+             std::chrono::duration_cast<std::chrono::milliseconds>(o.interval).count(), node, w.cpu_count, w.zones.size());
+
+    const uint64_t interval_ns = static_cast<uint64_t>(o.interval.count());
+    uint64_t deadline = collection.interval_start_ns() + interval_ns;
+    for (uint64_t frame = 0; o.frames == 0 || frame < o.frames; ++frame) {
+        if (!wait_until(deadline, writer, signals)) break;
+        collection.publish_frame(writer, frame == 0);
         const SelfUsage self = self_usage(o.proc_root);
         writer.set_overhead(self.cpu_time_ns, self.rss_bytes);
         writer.heartbeat();
-        start_ns = end_ns;
-        start_real_ns = end_real_ns;
         deadline += interval_ns;
         if (const uint64_t now = monotonic_now_ns(); deadline < now) {
             log_debug("frame took longer than the interval; next one in a full interval");

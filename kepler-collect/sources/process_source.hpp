@@ -66,4 +66,18 @@ public:
     virtual SourceSample sample() = 0;
 };
 
+/// Which per-process source to use, and its settings (the collector's --source and --bpf-* flags).
+struct SourceSettings {
+    std::string kind = "auto";         // auto | bpf | procfs
+    std::string proc_root = "/proc";
+    std::string bpf_attach = "auto";   // auto | tp_btf | raw_tp | tracepoint
+    uint32_t bpf_max_processes = 16384;
+    uint32_t bpf_max_threads = 32768;
+    bool hardware_counters = true;
+};
+
+/// "bpf" or "procfs" as asked (throws CollectError when eBPF cannot load); "auto": eBPF where it
+/// loads, else procfs, with the reason in the log.
+[[nodiscard]] std::unique_ptr<ProcessSource> make_process_source(const SourceSettings& settings);
+
 }  // namespace kepler::collect
