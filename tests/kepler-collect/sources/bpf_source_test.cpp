@@ -102,8 +102,11 @@ TEST(BpfSource, ChildrenSharingACpuAreCutAtOneBoundary) {
         const auto now_after = clocks();
         const ProcessActivity* a = find(now, first.pid());
         const ProcessActivity* b = find(now, second.pid());
-        ASSERT_NE(a, nullptr) << "frame " << frame;
-        ASSERT_NE(b, nullptr) << "frame " << frame;
+        const auto ran = [&](uint64_t before_ns, uint64_t after_ns) {
+            return " (its CPU clock advanced " + std::to_string(after_ns - before_ns) + " ns in the interval)";
+        };
+        ASSERT_NE(a, nullptr) << "frame " << frame << ": first child missing" << ran(after.first, now_before.first);
+        ASSERT_NE(b, nullptr) << "frame " << frame << ": second child missing" << ran(after.second, now_before.second);
         const uint64_t interval = now.read_time_ns - previous.read_time_ns;
         // Above: the part of a slice before a boundary is wall time, which also holds hypervisor steal.
         EXPECT_LE(a->cpu_time_ns + b->cpu_time_ns, interval + interval / 100 + 1'000'000)
