@@ -5,9 +5,9 @@
 #
 #   scripts/soak-tests.sh [RUNS] [REPEATS]     defaults: 5 whole-suite runs, 20 runs of the groups
 #
-# Needs a build in ./build (scripts/test.sh makes one; BUILD_DIR=dir names another). Run it as root (so the eBPF, podman and
-# namespace tests run instead of skipping) after changing anything that touches timing: the collector
-# loop, the eBPF source, the estimator's threads, the end-to-end and fault tests. Exit status 1 if any
+# Needs a build in ./build (scripts/test.sh makes one; BUILD_DIR=dir names another). Run it as root
+# (so the eBPF, podman and namespace tests run instead of skipping) after changing anything that
+# touches timing: the collector loop, the eBPF source, the estimator's threads, the end-to-end and fault tests. Exit status 1 if any
 # test failed; the logs of failed runs stay in build/soak/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
