@@ -14,7 +14,7 @@
  * Segment (POSIX shared memory object, /dev/shm/<name>), all integers little-endian, native x86_64/arm64:
  *
  *   offset                      size                          content
- *   0                           header_size (4096 in 1.0)     struct keplershm_header
+ *   0                           header_size (4096 in 1.x)     struct keplershm_header
  *   schema_offset               schema_count * 64             struct keplershm_field[] (field schema)
  *   slots_offset (page aligned) slot_count * slot_size        ring of slots
  *
@@ -27,7 +27,7 @@
  *   frame_header_size           section_count * 16            struct keplershm_section[] (directory)
  *   section.offset              section.count * section.stride records of one section
  *
- * struct keplershm_header (4096 bytes in ABI 1.0)
+ * struct keplershm_header (4096 bytes in ABI 1.0 and 1.1)
  *   off  size  field                         off  size  field
  *   0    8     magic "KEPLSHM\0"             160  8     metric_mask
  *   8    2     abi_major                     168  4     cpu_count
@@ -41,13 +41,13 @@
  *   56   4     segment_kind                  2624 8     first_sequence
  *   60   4     writer_version                2632 1208  reserved (zero)
  *   64   4     slot_count                    3840 64    control line: state, overhead, producer stats
- *   68   4     frame_header_size             3904 64    heartbeat line
- *   72   8     slot_size                     3968 64    publish line: futex word, latest sequence
- *   80   8     slots_offset                  4032 64    reserved (zero)
- *   88   4     section_entry_size
- *   92   4     process_record_size          (record sizes: readers step by these, never by sizeof)
- *   96   4     workload_record_size
- *   100  4     zone_record_size
+ *   68   4     frame_header_size             3904 64    heartbeat line:
+ *   72   8     slot_size                       3904 8   heartbeat_ns (CLOCK_MONOTONIC, for 1.0 readers)
+ *   80   8     slots_offset                    3912 8   heartbeat_count (1.1: liveness is its progress)
+ *   88   4     section_entry_size              3920 8   heartbeat_realtime_ns (1.1: for people and logs)
+ *   92   4     process_record_size             3928 40  reserved (zero)
+ *   96   4     workload_record_size          3968 64    publish line: futex word, latest sequence
+ *   100  4     zone_record_size              4032 64    reserved (zero)
  *   104  4     cpu_record_size
  *   108  4     unaccounted_record_size
  *   112  4     process_capacity
@@ -60,11 +60,18 @@
  *   144  4     schema_count
  *   148  4     schema_entry_size
  *   152  8     max_segment_bytes
+ *   (92-108 are record sizes: readers step by these, never by sizeof)
  *
  * Ordering (PROTOCOL.md "Seqlock"): the writer stores KEPLERSHM_SEQ_WRITING(n) into the slot, issues a
  * release fence, writes the frame, then store-releases KEPLERSHM_SEQ_PUBLISHED(n). A reader load-acquires
  * the sequence, reads the frame, issues an acquire fence and reloads the sequence: equal and published
  * means the bytes it read are frame n, whole.
+ *
+ * Liveness (PROTOCOL.md §1.3): the writer advances heartbeat_count at least every heartbeat_period_ns. A
+ * reader calls an ACTIVE writer stale once it has seen neither heartbeat_count nor heartbeat_ns change for
+ * its timeout, measured on its own CLOCK_MONOTONIC from when it began watching. Heartbeat values are only
+ * compared with earlier values, never with the reader's clock: writer and reader may sit in different
+ * time namespaces, boots or machines.
  * ------------------------------------------------------------------------------------------------
  */
 #ifndef KEPLERSHM_H
@@ -88,7 +95,9 @@ extern "C" {
 /* ---------------------------------------------------------------------------------------------- */
 
 #define KEPLERSHM_ABI_MAJOR 1
-#define KEPLERSHM_ABI_MINOR 0
+/* Minor 1: heartbeat_count and heartbeat_realtime_ns on the heartbeat line; liveness is judged from the
+ * progress of the heartbeat on each reader's own clock (PROTOCOL.md §1.3). */
+#define KEPLERSHM_ABI_MINOR 1
 /* Readers accept this major and the one before it (none before 1). */
 #define KEPLERSHM_ABI_OLDEST_MAJOR 1
 
@@ -430,9 +439,13 @@ struct keplershm_header {
     uint64_t writer_rss_bytes;
     uint64_t frames_truncated;
     uint64_t reserved3[4];
-    /* heartbeat line (3904) */
-    uint64_t heartbeat_ns;              /* CLOCK_MONOTONIC of the writer's last sign of life */
-    uint64_t reserved4[7];
+    /* heartbeat line (3904): stored together at every heartbeat (PROTOCOL.md §1.3) */
+    uint64_t heartbeat_ns;              /* CLOCK_MONOTONIC of the writer's last heartbeat, in the writer's time
+                                           namespace: kept for readers of ABI 1.0, which compare it with theirs */
+    uint64_t heartbeat_count;           /* 1.1: +1 at every heartbeat, from 1. Readers judge liveness by its
+                                           progress on their own clock; 0: a writer of ABI 1.0 */
+    uint64_t heartbeat_realtime_ns;     /* 1.1: CLOCK_REALTIME of the last heartbeat, for people and logs only */
+    uint64_t reserved4[5];
     /* publish line (3968) */
     uint32_t futex_word;                /* bumped after every publish and state change; readers FUTEX_WAIT on it */
     uint32_t reserved5;
@@ -549,12 +562,21 @@ struct keplershm_segment_info {
     uint64_t latest_sequence;
     uint32_t state;
     uint32_t reserved0;
-    uint64_t heartbeat_age_ns;          /* now - heartbeat (live segments) */
+    uint64_t heartbeat_age_ns;          /* how long this reader has seen the heartbeat stand still, on its own
+                                           clock: since it last saw it advance, or since it began watching */
     uint64_t writer_cpu_time_ns;
     uint64_t writer_rss_bytes;
     char node_name[256];
     char cpu_model[128];
     uint64_t reattach_count;            /* times this reader moved to a new generation */
+    /* ABI 1.1: the writer's liveness as this reader judges it (PROTOCOL.md §1.3) */
+    uint64_t heartbeat_count;           /* the writer's heartbeat counter as last read (0: ABI 1.0 writer) */
+    uint64_t heartbeat_realtime_ns;     /* CLOCK_REALTIME of the writer's last heartbeat (0: ABI 1.0 writer) */
+    uint64_t heartbeat_timeout_ns;      /* how long the heartbeat may stand still before this reader calls
+                                           the writer stale */
+    uint32_t heartbeat_advanced;        /* 1: the heartbeat advanced while this reader watched this generation */
+    uint32_t writer_stale;              /* 1: not retired or replaced, yet the heartbeat stood still for
+                                           heartbeat_timeout_ns: the writer is hung or dead */
 };
 
 /* A frame, read in place (pointers into the mapping) or from a private copy. Counts, offsets and
@@ -761,6 +783,9 @@ KEPLERSHM_CHECK(keplershm_header, writer_cpu_time_ns, 3848);
 KEPLERSHM_CHECK(keplershm_header, writer_rss_bytes, 3856);
 KEPLERSHM_CHECK(keplershm_header, frames_truncated, 3864);
 KEPLERSHM_CHECK(keplershm_header, heartbeat_ns, 3904);
+KEPLERSHM_CHECK(keplershm_header, heartbeat_count, 3912);
+KEPLERSHM_CHECK(keplershm_header, heartbeat_realtime_ns, 3920);
+KEPLERSHM_CHECK(keplershm_header, reserved4, 3928);
 KEPLERSHM_CHECK(keplershm_header, futex_word, 3968);
 KEPLERSHM_CHECK(keplershm_header, latest_sequence, 3976);
 KEPLERSHM_CHECK(keplershm_header, reserved7, 4032);

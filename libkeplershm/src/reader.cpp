@@ -18,7 +18,6 @@ using std::chrono::nanoseconds;
 
 namespace {
 constexpr size_t kKeptAttachments = 4;  // in-place views survive this many re-attaches
-constexpr uint64_t kMaxHeartbeatPeriodNs = 3600ull * 1'000'000'000ull;
 }  // namespace
 
 std::unique_ptr<ReaderImpl> ReaderImpl::open_live(const std::string& name, const ReaderOptions& options) {
@@ -52,6 +51,9 @@ void ReaderImpl::attach(MappedSegment segment) {
     attachments_.push_back(Attachment{std::move(segment), std::move(layout)});
     if (attachments_.size() > kKeptAttachments) attachments_.pop_front();
     buffer_.assign(packed_frame_capacity(current().layout) / sizeof(uint64_t) + 1, 0);
+    // A new generation is watched afresh: a dead one (a crashed writer's, a copied image) is stale one
+    // timeout from now, whatever its heartbeat says about clocks we do not share.
+    watch_.start(read_heartbeat(live_header()), monotonic_ns());
 }
 
 const keplershm_header& ReaderImpl::live_header() const {
@@ -65,17 +67,22 @@ const uint8_t* ReaderImpl::slot_address(const Attachment& a, uint64_t sequence) 
 
 nanoseconds ReaderImpl::heartbeat_timeout() const {
     if (options_.heartbeat_timeout.count() > 0) return options_.heartbeat_timeout;
-    const uint64_t period = std::min(current().layout.header.heartbeat_period_ns, kMaxHeartbeatPeriodNs);
-    return nanoseconds(3 * period + 1'000'000'000ull);
+    return nanoseconds(default_heartbeat_timeout_ns(current().layout.header.heartbeat_period_ns));
+}
+
+uint64_t ReaderImpl::watch_heartbeat() {
+    const uint64_t now = monotonic_ns();
+    watch_.observe(read_heartbeat(live_header()), now);
+    return now;
 }
 
 bool ReaderImpl::writer_gone() {
-    const keplershm_header& h = live_header();
-    const uint32_t state = atomic_word(h.state).load(std::memory_order_acquire);
+    // SYNC POINT (partner: the writer's release store of RETIRED in close() and of REPLACED in
+    // mark_replaced()): acquire, so that a reader that sees the loss also sees every frame before it.
+    const uint32_t state = atomic_word(live_header().state).load(std::memory_order_acquire);
     if (state == KEPLERSHM_STATE_RETIRED || state == KEPLERSHM_STATE_REPLACED) return true;
-    const uint64_t heartbeat = atomic_word(h.heartbeat_ns).load(std::memory_order_relaxed);
-    const uint64_t now = monotonic_ns();
-    return now > heartbeat && now - heartbeat > static_cast<uint64_t>(heartbeat_timeout().count());
+    const uint64_t now = watch_heartbeat();
+    return watch_.stale(now, static_cast<uint64_t>(heartbeat_timeout().count()));
 }
 
 uint64_t ReaderImpl::latest() {
@@ -202,6 +209,7 @@ Status ReaderImpl::wait(uint64_t after, milliseconds timeout) {
             std::this_thread::sleep_for(std::min<nanoseconds>(remaining, milliseconds(50)));
             continue;
         }
+        gone_reported_ = false;  // alive again (a stalled writer resumed): a later loss is reported anew
         if (remaining.count() == 0) return Status::timeout;
         futex_wait(&h.futex_word, word, std::min(remaining, slice));
     }
@@ -309,10 +317,17 @@ keplershm_segment_info ReaderImpl::info() {
     }
     const keplershm_header& live = live_header();
     info.latest_sequence = latest();
+    // SYNC POINT (partner: the writer's release stores of the state, as in writer_gone).
     info.state = atomic_word(live.state).load(std::memory_order_acquire);
-    const uint64_t heartbeat = atomic_word(live.heartbeat_ns).load(std::memory_order_relaxed);
-    const uint64_t now = monotonic_ns();
-    info.heartbeat_age_ns = now > heartbeat ? now - heartbeat : 0;
+    const uint64_t now = watch_heartbeat();
+    const uint64_t timeout = static_cast<uint64_t>(heartbeat_timeout().count());
+    info.heartbeat_age_ns = watch_.still_for_ns(now);
+    info.heartbeat_count = watch_.last().count;
+    info.heartbeat_realtime_ns = watch_.last().realtime_ns;
+    info.heartbeat_timeout_ns = timeout;
+    info.heartbeat_advanced = watch_.advanced() ? 1 : 0;
+    const bool ended = info.state == KEPLERSHM_STATE_RETIRED || info.state == KEPLERSHM_STATE_REPLACED;
+    info.writer_stale = !ended && watch_.stale(now, timeout) ? 1 : 0;
     info.writer_cpu_time_ns = atomic_word(live.writer_cpu_time_ns).load(std::memory_order_relaxed);
     info.writer_rss_bytes = atomic_word(live.writer_rss_bytes).load(std::memory_order_relaxed);
     return info;

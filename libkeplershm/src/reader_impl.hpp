@@ -10,6 +10,7 @@
 
 #include "keplershm/keplershm.hpp"
 #include "layout.hpp"
+#include "liveness.hpp"
 #include "recording.hpp"
 #include "segment.hpp"
 
@@ -45,7 +46,10 @@ private:
     const uint8_t* slot_address(const Attachment& a, uint64_t sequence) const;
     Status classify(uint64_t slot_word, uint64_t sequence, keplershm_view& view);
     uint64_t oldest_readable();
+    /// Retired, replaced, or stale: no heartbeat progress for the timeout on this reader's clock.
     bool writer_gone();
+    /// Samples the current generation's heartbeat into watch_; returns the reader's clock at the sample.
+    uint64_t watch_heartbeat();
     std::chrono::nanoseconds heartbeat_timeout() const;
     void attach(detail::MappedSegment segment);
 
@@ -59,6 +63,7 @@ private:
     uint64_t pending_missed_ = 0;
     uint64_t reattach_count_ = 0;
     bool gone_reported_ = false;  // writer_gone already returned for the current generation
+    detail::HeartbeatWatch watch_;  // the current generation's heartbeat, as this reader has seen it
 };
 
 }  // namespace keplershm

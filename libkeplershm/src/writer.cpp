@@ -5,12 +5,14 @@
 
 #include <cstring>
 #include <random>
+#include <thread>
 #include <utility>
 
 #include "clock.hpp"
 #include "error.hpp"
 #include "futex.hpp"
 #include "layout.hpp"
+#include "liveness.hpp"
 #include "schema_table.h"
 #include "segment.hpp"
 #include "seqlock.hpp"
@@ -46,7 +48,39 @@ struct Predecessor {
     std::string description;
 };
 
-Predecessor inspect_predecessor(const std::string& name) {
+/// A sign of life (PROTOCOL.md §1.3): heartbeat_ns for readers of ABI 1.0, the wall time for people, and
+/// the counter whose progress readers of 1.1 watch.
+void beat(keplershm_header& h) noexcept {
+    // SYNC POINT (partner: read_heartbeat in liveness.cpp). Relaxed: readers compare these values with
+    // their own earlier samples only, and nothing else is published through them. One writer per
+    // segment, so the counter needs no read-modify-write.
+    atomic_word(h.heartbeat_ns).store(monotonic_ns(), std::memory_order_relaxed);
+    atomic_word(h.heartbeat_realtime_ns).store(realtime_ns(), std::memory_order_relaxed);
+    atomic_word(h.heartbeat_count).store(atomic_word(h.heartbeat_count).load(std::memory_order_relaxed) + 1,
+                                         std::memory_order_relaxed);
+}
+
+/// Watches a predecessor until it shows itself alive (its heartbeat advances) or dead (retired, replaced,
+/// or a heartbeat that stood still for the readers' timeout on our clock). Its clock values tell nothing:
+/// it may run in another time namespace. Costs up to one timeout when the predecessor is dead.
+bool predecessor_alive(const keplershm_header& live, uint64_t timeout_ns, HeartbeatWatch& watch) {
+    constexpr auto kPoll = std::chrono::milliseconds(20);  // a beat is seen within a period + 20 ms
+    watch.start(read_heartbeat(live), monotonic_ns());
+    for (;;) {
+        // SYNC POINT (partner: the old writer's release stores of RETIRED in close() and REPLACED in
+        // mark_replaced()): acquire, as every reader loads the state.
+        const uint32_t state = atomic_word(live.state).load(std::memory_order_acquire);
+        if (state == KEPLERSHM_STATE_RETIRED || state == KEPLERSHM_STATE_REPLACED) return false;
+        const uint64_t now = monotonic_ns();
+        watch.observe(read_heartbeat(live), now);
+        if (watch.advanced()) return true;
+        if (watch.stale(now, timeout_ns)) return false;
+        std::this_thread::sleep_for(kPoll);
+    }
+}
+
+/// What stands under `name`; with `judge_liveness`, watched until it is known to be alive or dead.
+Predecessor inspect_predecessor(const std::string& name, bool judge_liveness) {
     Predecessor p;
     MappedSegment old;
     try {
@@ -66,23 +100,26 @@ Predecessor inspect_predecessor(const std::string& name) {
         }
     }();
     const auto& h = *reinterpret_cast<const keplershm_header*>(old.data());
-    const uint32_t state = atomic_word(h.state).load(std::memory_order_acquire);
-    const uint64_t heartbeat = atomic_word(h.heartbeat_ns).load(std::memory_order_relaxed);
-    const uint64_t now = monotonic_ns();
-    const uint64_t timeout = 3 * layout.header.heartbeat_period_ns + 1'000'000'000ull;
-    const uint64_t age = now > heartbeat ? now - heartbeat : 0;
-    p.live = (state == KEPLERSHM_STATE_ACTIVE || state == KEPLERSHM_STATE_INITIALIZING) && age < timeout;
+    HeartbeatWatch watch;
+    p.live = judge_liveness && predecessor_alive(h, default_heartbeat_timeout_ns(layout.header.heartbeat_period_ns), watch);
+    // SYNC POINT (partner: the old writer's release store in announce()): continue after its last frame.
     p.latest_sequence = atomic_word(h.latest_sequence).load(std::memory_order_acquire);
-    p.description = fmt::format("generation {:#x}, state {}, heartbeat {} ms ago", layout.header.generation, state,
-                                age / 1'000'000);
+    // SYNC POINT (partner: as in predecessor_alive): the state as it stands after the watch.
+    const uint32_t state = atomic_word(h.state).load(std::memory_order_acquire);
+    p.description = fmt::format("generation {:#x}, state {}, heartbeat {}", layout.header.generation, state,
+                                watch.advanced() ? "advancing" : "not advancing");
+    if (const uint64_t wall = read_heartbeat(h).realtime_ns; wall != 0) {
+        p.description += fmt::format(", last at {}", wall_time_text(wall));
+    }
     return p;
 }
 
 /// Tells a predecessor's readers that a newer generation holds the name.
 void mark_replaced(MappedSegment& old) {
     auto& h = *reinterpret_cast<keplershm_header*>(old.data());
-    // Release: a reader that sees REPLACED and re-opens the name finds the new segment, which was
-    // published (renamed) before this store.
+    // SYNC POINT (partner: the acquire loads of the state in ReaderImpl::writer_gone and
+    // predecessor_alive). Release: a reader that sees REPLACED and re-opens the name finds the new
+    // segment, which was published (renamed) before this store.
     atomic_word(h.state).store(KEPLERSHM_STATE_REPLACED, std::memory_order_release);
     atomic_word(h.futex_word).fetch_add(1, std::memory_order_release);
     futex_wake_all(&h.futex_word);
@@ -108,7 +145,7 @@ public:
                            options_.cpu_capacity != 0 ? options_.cpu_capacity : options_.cpu_count,
                            options_.string_capacity,
                            options_.segment_kind};
-        const Predecessor before = inspect_predecessor(name_);
+        const Predecessor before = inspect_predecessor(name_, !options_.replace_live);
         if (before.live && !options_.replace_live) {
             fail(KEPLERSHM_E_EXISTS, "segment '{}' belongs to a live writer ({}); stop it first", name_, before.description);
         }
@@ -204,8 +241,7 @@ public:
 
     void heartbeat() {
         if (!segment_.mapped()) return;
-        // Relaxed: readers only compare the value with their clock; no other data depends on it.
-        atomic_word(header_->heartbeat_ns).store(monotonic_ns(), std::memory_order_relaxed);
+        beat(*header_);
         dev_t device = 0;
         ino_t inode = 0;
         if (!segment_identity(name_, device, inode) || device != segment_.device() || inode != segment_.inode()) {
@@ -220,7 +256,8 @@ public:
 
     void close(bool keep_name) noexcept {
         if (!segment_.mapped()) return;
-        // Release: everything published before is visible to a reader that sees RETIRED.
+        // SYNC POINT (partner: the acquire loads of the state in ReaderImpl::writer_gone and
+        // predecessor_alive). Release: everything published before is visible to a reader that sees RETIRED.
         atomic_word(header_->state).store(KEPLERSHM_STATE_RETIRED, std::memory_order_release);
         atomic_word(header_->futex_word).fetch_add(1, std::memory_order_release);
         futex_wake_all(&header_->futex_word);
@@ -251,7 +288,7 @@ private:
         // Release: pairs with the acquire loads in Reader::wait; the slot's own sequence word is what
         // makes the frame readable, latest_sequence is the hint of where to look.
         atomic_word(header_->latest_sequence).store(n, std::memory_order_release);
-        atomic_word(header_->heartbeat_ns).store(monotonic_ns(), std::memory_order_relaxed);
+        beat(*header_);
         // SYNC POINT (partner: the futex word load in Reader::wait). Bumped after latest_sequence so a
         // reader that read the old word before checking latest_sequence is woken by FUTEX_WAIT's compare.
         atomic_word(header_->futex_word).fetch_add(1, std::memory_order_release);
@@ -280,7 +317,7 @@ private:
         // Release: the header and schema are complete before a reader can see ACTIVE (and before the
         // rename below makes the segment reachable at all).
         atomic_word(h->state).store(KEPLERSHM_STATE_ACTIVE, std::memory_order_release);
-        atomic_word(h->heartbeat_ns).store(monotonic_ns(), std::memory_order_relaxed);
+        beat(*h);  // heartbeat_count 1: non-zero tells readers that this writer counts its heartbeats
 
         MappedSegment predecessor;
         if (replace && !segment_.mapped()) {

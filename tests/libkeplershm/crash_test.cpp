@@ -50,8 +50,7 @@ TEST(Crash, ReadersSeeADeadWriterAndFollowItsSuccessor) {
     EXPECT_LT(noticed, 1500ms);  // the bound is the feature: the 300 ms heartbeat timeout, not the 2 s wait
     EXPECT_EQ(in_place.wait(10, 0ms), Status::writer_gone);
 
-    // The successor: the dead segment's heartbeat is stale (3 × 50 ms + 1 s) by the time it starts.
-    std::this_thread::sleep_for(1200ms);
+    // The successor takes the name once it has watched the dead heartbeat stand still for 3 × 50 ms + 1 s.
     Writer successor(name, options);
     EXPECT_EQ(successor.header().first_sequence, 11u);
     for (int i = 0; i < 3; ++i) {

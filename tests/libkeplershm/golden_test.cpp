@@ -2,6 +2,8 @@
 // /dev/shm (an old writer) and old recordings must keep working.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstring>
 #include <filesystem>
 
 #include "golden_content.hpp"
@@ -10,7 +12,27 @@
 namespace keplershm {
 namespace {
 
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
 const std::filesystem::path kGoldenRoot = KEPLERSHM_GOLDEN_DIR;
+const std::string kCurrentLayout = "abi-" + std::to_string(KEPLERSHM_ABI_MAJOR) + "." + std::to_string(KEPLERSHM_ABI_MINOR);
+constexpr auto kShortTimeout = 200ms;  // the readers' heartbeat timeout in these tests
+
+ReaderOptions short_timeout() {
+    ReaderOptions o;
+    o.heartbeat_timeout = kShortTimeout;
+    return o;
+}
+
+/// How a reader that just opened an image judges its writer: the verdict of a wait that outlasts the
+/// heartbeat timeout, and how long the reader watched before giving it.
+std::pair<Status, Clock::duration> verdict_on(const std::string& name) {
+    Reader reader = Reader::open(name, short_timeout());
+    const auto start = Clock::now();
+    const Status status = reader.wait(golden::kFrames, 10s);
+    return {status, Clock::now() - start};
+}
 
 void expect_golden_frame(const FrameView& view) {
     const uint64_t n = view.sequence();
@@ -38,8 +60,11 @@ std::vector<std::filesystem::path> layouts() {
 }
 
 TEST(Golden, EveryReleasedLayoutIsPresent) {
-    EXPECT_TRUE(std::filesystem::exists(kGoldenRoot / "abi-1.0" / "segment.bin"));
-    EXPECT_TRUE(std::filesystem::exists(kGoldenRoot / "abi-1.0" / "recording.kshmrec"));
+    for (const std::string layout : {"abi-1.0", "abi-1.1"}) {
+        EXPECT_TRUE(std::filesystem::exists(kGoldenRoot / layout / "segment.bin")) << layout;
+        EXPECT_TRUE(std::filesystem::exists(kGoldenRoot / layout / "recording.kshmrec")) << layout;
+    }
+    EXPECT_TRUE(std::filesystem::exists(kGoldenRoot / kCurrentLayout)) << "make_golden.cpp writes a new layout's files";
 }
 
 TEST(Golden, OldSegmentImagesAreRead) {
@@ -47,7 +72,7 @@ TEST(Golden, OldSegmentImagesAreRead) {
         SCOPED_TRACE(dir.string());
         test::ScopedName name("golden");
         test::write_segment_bytes(name, test::read_file_bytes((dir / "segment.bin").string()));
-        Reader reader = Reader::open(name);
+        Reader reader = Reader::open(name, short_timeout());
         EXPECT_EQ(reader.latest(), static_cast<uint64_t>(golden::kFrames));
         for (uint64_t n = 1; n <= golden::kFrames; ++n) {
             FrameView view;
@@ -56,7 +81,53 @@ TEST(Golden, OldSegmentImagesAreRead) {
             ASSERT_EQ(reader.copy(n, view), Status::ok);
             expect_golden_frame(view);
         }
-        EXPECT_EQ(reader.wait(golden::kFrames, std::chrono::milliseconds(0)), Status::writer_gone);  // retired
+        // The image's writer stopped without retiring, on another machine at another uptime: a reader calls
+        // it stale once it has watched its heartbeat stand still for the timeout, on any machine.
+        EXPECT_EQ(reader.info().state, static_cast<uint32_t>(KEPLERSHM_STATE_ACTIVE));
+        const auto [status, watched] = verdict_on(name);
+        EXPECT_EQ(status, Status::writer_gone);
+        EXPECT_GE(watched, kShortTimeout);
+        EXPECT_LT(watched, 5s);
+    }
+}
+
+TEST(Golden, TheStaleVerdictDoesNotDependOnTheClockValueInTheImage) {
+    // The same dead image with its CLOCK_MONOTONIC heartbeat far in the reader's past, at its present and
+    // far in its future (another boot, another time namespace): the verdict and its timing are the same.
+    const std::vector<uint8_t> image = test::read_file_bytes((kGoldenRoot / kCurrentLayout / "segment.bin").string());
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    const uint64_t now_ns = static_cast<uint64_t>(now.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(now.tv_nsec);
+    for (const uint64_t heartbeat : std::vector<uint64_t>{0, 1, now_ns, now_ns + 864'000'000'000'000ull, ~uint64_t{0}}) {
+        SCOPED_TRACE(heartbeat);
+        std::vector<uint8_t> patched = image;
+        std::memcpy(patched.data() + offsetof(keplershm_header, heartbeat_ns), &heartbeat, sizeof heartbeat);
+        test::ScopedName name("golden-clock");
+        test::write_segment_bytes(name, patched);
+        Reader fresh = Reader::open(name, short_timeout());
+        EXPECT_EQ(fresh.wait(golden::kFrames, 0ms), Status::timeout) << "not judged before it was watched";
+        EXPECT_EQ(fresh.info().writer_stale, 0u);
+        const auto [status, watched] = verdict_on(name);
+        EXPECT_EQ(status, Status::writer_gone);
+        EXPECT_GE(watched, kShortTimeout);
+        EXPECT_LT(watched, 5s);
+    }
+}
+
+TEST(Golden, TheHeartbeatLineOfEachLayoutIsReported) {
+    for (const auto& dir : layouts()) {
+        SCOPED_TRACE(dir.string());
+        test::ScopedName name("golden-beat");
+        test::write_segment_bytes(name, test::read_file_bytes((dir / "segment.bin").string()));
+        const keplershm_segment_info info = Reader::open(name).info();
+        if (info.abi_minor == 0) {  // 1.0 writers only stored heartbeat_ns
+            EXPECT_EQ(info.heartbeat_count, 0u);
+            EXPECT_EQ(info.heartbeat_realtime_ns, 0u);
+        } else {
+            EXPECT_GE(info.heartbeat_count, 1u + golden::kFrames) << "one beat at creation, one per frame";
+            EXPECT_GT(info.heartbeat_realtime_ns, 1'700'000'000'000'000'000ull) << "a wall time after 2023";
+        }
+        EXPECT_EQ(info.heartbeat_advanced, 0u);
     }
 }
 
@@ -83,7 +154,7 @@ TEST(Golden, ThisBuildWritesTheSameBytesAsTheCurrentGoldenFiles) {
     golden::fill(draft);
     writer.commit(draft);
     Reader fresh = Reader::open(name);
-    Reader old = Reader::open_recording((kGoldenRoot / "abi-1.0" / "recording.kshmrec").string());
+    Reader old = Reader::open_recording((kGoldenRoot / kCurrentLayout / "recording.kshmrec").string());
     FrameView a;
     FrameView b;
     ASSERT_EQ(fresh.copy(1, a), Status::ok);

@@ -43,11 +43,18 @@ TEST(Lifecycle, TheByteCapIsEnforcedWithTheSizeFormulaInTheMessage) {
 TEST(Lifecycle, ALiveWritersNameIsNotTaken) {
     ScopedName name("life");
     Writer first(name, test::small_options());
-    try {
-        Writer second(name, test::small_options());
-        FAIL() << "second writer took a live segment";
-    } catch (const Error& e) {
-        EXPECT_EQ(e.code(), KEPLERSHM_E_EXISTS);
+    {
+        test::BackgroundHeartbeat alive(first, 100ms);  // live means heartbeating (PROTOCOL.md §1.3)
+        const auto start = std::chrono::steady_clock::now();
+        try {
+            Writer second(name, test::small_options());
+            FAIL() << "second writer took a live segment";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.code(), KEPLERSHM_E_EXISTS);
+            EXPECT_NE(std::string(e.what()).find("heartbeat advancing"), std::string::npos) << e.what();
+        }
+        // Refused as soon as a beat was seen, not after the 4 s it takes to call a writer dead.
+        EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
     }
     publish(first, 1);  // the first writer is unaffected
     EXPECT_EQ(Reader::open(name).latest(), 1u);
@@ -66,8 +73,13 @@ TEST(Lifecycle, ADeadWritersSegmentIsReplacedAndNumberingContinues) {
     ASSERT_EQ(test::reap(child), -SIGKILL);
     Reader reader = Reader::open(name);
     EXPECT_EQ(reader.latest(), 5u);
-    std::this_thread::sleep_for(1100ms);  // heartbeat timeout: 3 periods + 1 s
+    // The successor watches the dead heartbeat stand still for the readers' timeout (3 periods + 1 s)
+    // on its own clock, then takes the name.
+    const auto start = std::chrono::steady_clock::now();
     Writer successor(name, options);
+    const auto watched = std::chrono::steady_clock::now() - start;
+    EXPECT_GE(watched, 1030ms);
+    EXPECT_LT(watched, 3s);
     EXPECT_EQ(successor.header().first_sequence, 6u);
     publish(successor, 1);
     EXPECT_EQ(Reader::open(name).latest(), 6u);

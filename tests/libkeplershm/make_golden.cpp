@@ -1,6 +1,6 @@
 // Writes the golden files of the current layout: a segment image and a recording with golden_content.hpp's
 // frames. Run once per released layout and commit the output:
-//   build/bin/keplershm-make-golden tests/libkeplershm/golden/abi-1.0
+//   build/bin/keplershm-make-golden tests/libkeplershm/golden/abi-<major>.<minor>  (abi-1.0, abi-1.1, ...)
 #include <cstdio>
 #include <filesystem>
 #include <fstream>

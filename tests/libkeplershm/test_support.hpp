@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -147,6 +148,29 @@ inline bool derived_frame_intact(const FrameView& view) {
     }
     return unaccounted->cpu_time_ns == sum && unaccounted->exited_processes == n;
 }
+
+/// Keeps an otherwise idle writer alive: heartbeats it from a thread every `period` until destroyed. The
+/// writer must not be used by the test meanwhile (a Writer is not thread-safe).
+class BackgroundHeartbeat {
+public:
+    BackgroundHeartbeat(Writer& writer, std::chrono::milliseconds period)
+        : thread_([this, &writer, period] {
+              while (!stop_.load()) {
+                  writer.heartbeat();
+                  std::this_thread::sleep_for(period);
+              }
+          }) {}
+    ~BackgroundHeartbeat() {
+        stop_.store(true);
+        thread_.join();
+    }
+    BackgroundHeartbeat(const BackgroundHeartbeat&) = delete;
+    BackgroundHeartbeat& operator=(const BackgroundHeartbeat&) = delete;
+
+private:
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+};
 
 /// Publishes `frames` derived frames.
 inline void publish(Writer& writer, int frames) {

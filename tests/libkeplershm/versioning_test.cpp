@@ -43,6 +43,9 @@ TEST(Versioning, HotWordsSitOnTheirOwnCacheLines) {
     static_assert(heartbeat % 64 == 0 && futex % 64 == 0 && state % 64 == 0);
     EXPECT_NE(heartbeat / 64, futex / 64);
     EXPECT_NE(state / 64, heartbeat / 64);
+    // The 1.1 heartbeat fields share the line that every beat already dirties.
+    EXPECT_EQ(offsetof(keplershm_header, heartbeat_count) / 64, heartbeat / 64);
+    EXPECT_EQ(offsetof(keplershm_header, heartbeat_realtime_ns) / 64, heartbeat / 64);
     ScopedName name("ver");
     Writer writer(name, test::small_options());
     EXPECT_EQ(writer.header().slots_offset % 4096, 0u);
@@ -53,6 +56,7 @@ TEST(Versioning, AnUnknownMajorIsRefusedClearly) {
     ScopedName name("ver");
     test::ImageSpec spec;
     spec.abi_major = KEPLERSHM_ABI_MAJOR + 1;
+    spec.abi_minor = 0;
     test::write_segment_bytes(name, test::build_image(spec));
     try {
         Reader::open(name);

@@ -101,7 +101,8 @@ class Header(C.Structure):
                 ("first_sequence", u64), ("reserved1", u8 * 1208),
                 ("state", u32), ("reserved2", u32), ("writer_cpu_time_ns", u64), ("writer_rss_bytes", u64),
                 ("frames_truncated", u64), ("reserved3", u64 * 4),
-                ("heartbeat_ns", u64), ("reserved4", u64 * 7),
+                ("heartbeat_ns", u64), ("heartbeat_count", u64), ("heartbeat_realtime_ns", u64),
+                ("reserved4", u64 * 5),
                 ("futex_word", u32), ("reserved5", u32), ("latest_sequence", u64), ("reserved6", u64 * 6),
                 ("reserved7", u64 * 8)]
 
@@ -116,7 +117,9 @@ class SegmentInfo(C.Structure):
                 ("process_capacity", u32), ("cpu_count", u32), ("zone_count", u32), ("is_recording", u32),
                 ("metric_mask", u64), ("latest_sequence", u64), ("state", u32), ("reserved0", u32),
                 ("heartbeat_age_ns", u64), ("writer_cpu_time_ns", u64), ("writer_rss_bytes", u64),
-                ("node_name", C.c_char * 256), ("cpu_model", C.c_char * 128), ("reattach_count", u64)]
+                ("node_name", C.c_char * 256), ("cpu_model", C.c_char * 128), ("reattach_count", u64),
+                ("heartbeat_count", u64), ("heartbeat_realtime_ns", u64), ("heartbeat_timeout_ns", u64),
+                ("heartbeat_advanced", u32), ("writer_stale", u32)]
 
 
 class View(C.Structure):

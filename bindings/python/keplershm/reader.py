@@ -52,7 +52,8 @@ Zone.__doc__ = "An energy zone of the node (header.zones[index]); ``kind`` is a 
 
 SegmentInfo = namedtuple("SegmentInfo", "generation abi_major abi_minor segment_kind slot_count process_capacity "
                                         "cpu_count zone_count is_recording metric_mask latest_sequence state "
-                                        "heartbeat_age_ns node_name cpu_model reattach_count zones")
+                                        "heartbeat_age_ns node_name cpu_model reattach_count zones "
+                                        "heartbeat_count heartbeat_realtime_ns heartbeat_timeout_ns writer_stale")
 
 
 def _text(raw):
@@ -250,7 +251,9 @@ class Reader:
         return SegmentInfo(raw.generation, raw.abi_major, raw.abi_minor, raw.segment_kind, raw.slot_count,
                            raw.process_capacity, raw.cpu_count, raw.zone_count, bool(raw.is_recording),
                            raw.metric_mask, raw.latest_sequence, raw.state, raw.heartbeat_age_ns,
-                           _text(raw.node_name), _text(raw.cpu_model), raw.reattach_count, zones)
+                           _text(raw.node_name), _text(raw.cpu_model), raw.reattach_count, zones,
+                           raw.heartbeat_count, raw.heartbeat_realtime_ns, raw.heartbeat_timeout_ns,
+                           bool(raw.writer_stale))
 
     @property
     def schema(self):
