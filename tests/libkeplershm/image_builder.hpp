@@ -18,6 +18,10 @@ struct ImageSpec {
     uint32_t slot_count = 2;
     uint32_t processes = 3;
     bool unknown_section = false;  // a section id 12 between the known ones
+    uint64_t heartbeat_period_ns = 1'000'000'000;
+    uint32_t state = KEPLERSHM_STATE_ACTIVE;
+    uint64_t heartbeat_ns = 0;     // in the image writer's clock, whatever that was
+    uint64_t heartbeat_count = 0;  // 0: as a writer of ABI 1.0 leaves it
 };
 
 /// One published frame (sequence 1) in slot 1 of a two-slot ring.
@@ -40,7 +44,7 @@ inline std::vector<uint8_t> build_image(const ImageSpec& spec) {
     h.header_size = spec.header_size;
     h.segment_size = image.size();
     h.generation = 0x1234;
-    h.heartbeat_period_ns = 1'000'000'000;
+    h.heartbeat_period_ns = spec.heartbeat_period_ns;
     h.segment_kind = KEPLERSHM_SEGMENT_FRAMES;
     h.slot_count = spec.slot_count;
     h.frame_header_size = spec.frame_header_size;
@@ -58,7 +62,9 @@ inline std::vector<uint8_t> build_image(const ImageSpec& spec) {
     h.schema_count = static_cast<uint32_t>(schema.size());
     h.schema_entry_size = sizeof(keplershm_field);
     h.first_sequence = 1;
-    h.state = KEPLERSHM_STATE_ACTIVE;
+    h.state = spec.state;
+    h.heartbeat_ns = spec.heartbeat_ns;
+    h.heartbeat_count = spec.heartbeat_count;
     h.latest_sequence = 1;
     std::memcpy(image.data(), &h, sizeof h);
     std::memcpy(image.data() + schema_offset, schema.data(), schema.size() * sizeof(keplershm_field));
