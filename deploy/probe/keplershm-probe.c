@@ -1,18 +1,22 @@
 /* keplershm-probe: liveness/readiness check of a keplershm segment, through the C ABI only.
  *
- * Opens /dev/shm/NAME read-only (as any reader would), and exits
- *   0  the writer is ACTIVE and its heartbeat is younger than the limit,
- *   1  it is not: no segment, unreadable, not a keplershm segment, retired, replaced, or stale,
+ * Opens /dev/shm/NAME read-only (as any reader would), watches its writer's heartbeat, and exits
+ *   0  the writer is ACTIVE and its heartbeat advanced while watched (within one heartbeat period),
+ *   1  it is not: no segment, unreadable, not a keplershm segment, retired, replaced, or stale (the
+ *      heartbeat stood still for the limit),
  *   2  usage error.
  * One line on stdout (healthy) or stderr (unhealthy) says which, so `kubectl describe pod` and
- * `systemctl status` show the reason. Liveness never depends on pids (PROTOCOL.md §1.1): only the
- * writer state and the CLOCK_MONOTONIC heartbeat, which every container of a host shares.
+ * `systemctl status` show the reason. Liveness depends neither on pids nor on whose clock the writer
+ * reads (PROTOCOL.md §1.3): only the writer state and the progress of its heartbeat, timed on the
+ * probe's own clock, so the writer may run in another time namespace.
  *
  * C99, keplershm.h and libkeplershm.so.1 only, so it fits into any image beside the library. */
+#define _POSIX_C_SOURCE 200809L /* gmtime_r */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "keplershm.h"
 
@@ -20,7 +24,7 @@ enum { EXIT_HEALTHY = 0, EXIT_UNHEALTHY = 1, EXIT_USAGE = 2 };
 
 struct probe_options {
     const char *shm_name;
-    uint64_t max_age_ns; /* 0: the readers' own limit, 3 heartbeat periods + 1 s (from the header) */
+    uint64_t max_age_ns; /* how long the heartbeat may stand still; 0: the readers' own limit, 3 periods + 1 s */
     int quiet;
 };
 
@@ -28,10 +32,11 @@ static void usage(FILE *out) {
     fprintf(out,
             "usage: keplershm-probe [--shm-name[=]NAME] [--max-age[=]DURATION] [--quiet]\n"
             "  --shm-name NAME     segment under /dev/shm (default: keplershm)\n"
-            "  --max-age DURATION  heartbeat age limit, e.g. 10s, 500ms (default: 3 heartbeat periods + 1 s,\n"
-            "                      the limit readers use)\n"
+            "  --max-age DURATION  how long the heartbeat may stand still, e.g. 10s, 500ms (default: 3\n"
+            "                      heartbeat periods + 1 s, the limit readers use); the probe watches the\n"
+            "                      segment this long at most, and answers as soon as the heartbeat advances\n"
             "  --quiet             print nothing when healthy\n"
-            "exit status: 0 writer active with a fresh heartbeat, 1 unhealthy (reason on stderr), 2 usage\n");
+            "exit status: 0 writer active with an advancing heartbeat, 1 unhealthy (reason on stderr), 2 usage\n");
 }
 
 /* "10s", "500ms", "2m", "1h", "1.5" (seconds) -> nanoseconds; 0 on a malformed or non-positive value. */
@@ -115,15 +120,19 @@ static void explain_open_error(const char *name, int rc) {
     }
 }
 
-/* The verdict on an opened segment: EXIT_HEALTHY or EXIT_UNHEALTHY, with its one line. */
-static int judge(const struct probe_options *o, const struct keplershm_segment_info *info) {
-    const uint64_t period_ns = info->header->heartbeat_period_ns;
-    const uint64_t limit_ns = o->max_age_ns != 0 ? o->max_age_ns : 3 * period_ns + 1000000000ull;
-    const double age_s = (double)info->heartbeat_age_ns / 1e9;
-    const double limit_s = (double)limit_ns / 1e9;
+/* " since 2026-12-03T09:40:01Z" for a CLOCK_REALTIME value; "" for 0 (writers of ABI 1.0 store none). */
+static void since_text(uint64_t realtime_ns, char *text, size_t size) {
+    const time_t seconds = (time_t)(realtime_ns / 1000000000ull);
+    struct tm utc;
+    text[0] = '\0';
+    if (realtime_ns != 0 && gmtime_r(&seconds, &utc) != NULL) strftime(text, size, " since %Y-%m-%dT%H:%M:%SZ", &utc);
+}
+
+/* The verdict on the writer's state alone: EXIT_UNHEALTHY with its line, or -1 while it is ACTIVE. */
+static int judge_state(const struct probe_options *o, const struct keplershm_segment_info *info) {
     switch (info->state) {
     case KEPLERSHM_STATE_ACTIVE:
-        break;
+        return -1;
     case KEPLERSHM_STATE_RETIRED:
         fprintf(stderr, "keplershm-probe: UNHEALTHY: /dev/shm/%s is retired: its collector stopped cleanly "
                         "(generation %#llx, last frame %llu)\n", o->shm_name, (unsigned long long)info->generation,
@@ -138,32 +147,69 @@ static int judge(const struct probe_options *o, const struct keplershm_segment_i
                 (unsigned)info->state);
         return EXIT_UNHEALTHY;
     }
-    if (info->heartbeat_age_ns > limit_ns) {
-        fprintf(stderr, "keplershm-probe: UNHEALTHY: /dev/shm/%s is stale: heartbeat %.1f s old, limit %.1f s "
-                        "(the collector is hung or was killed)\n", o->shm_name, age_s, limit_s);
-        return EXIT_UNHEALTHY;
-    }
-    if (!o->quiet) {
-        printf("keplershm-probe: OK: /dev/shm/%s active, generation %#llx, frame %llu, heartbeat %.3f s old "
-               "(limit %.1f s)\n", o->shm_name, (unsigned long long)info->generation,
-               (unsigned long long)info->latest_sequence, age_s, limit_s);
-    }
+}
+
+static int report_stale(const struct probe_options *o, const struct keplershm_segment_info *info) {
+    char since[64];
+    since_text(info->heartbeat_realtime_ns, since, sizeof since);
+    fprintf(stderr, "keplershm-probe: UNHEALTHY: /dev/shm/%s is stale: writer stale%s; its heartbeat "
+                    "stood still for %.1f s while probed, limit %.1f s, period %.1f s (the collector is hung or "
+                    "was killed)\n", o->shm_name, since, (double)info->heartbeat_age_ns / 1e9,
+            (double)info->heartbeat_timeout_ns / 1e9, (double)info->header->heartbeat_period_ns / 1e9);
+    return EXIT_UNHEALTHY;
+}
+
+static int report_healthy(const struct probe_options *o, const struct keplershm_segment_info *info) {
+    if (o->quiet) return EXIT_HEALTHY;
+    printf("keplershm-probe: OK: /dev/shm/%s active, generation %#llx, frame %llu, heartbeat advancing (beat %llu, "
+           "limit %.1f s)\n", o->shm_name, (unsigned long long)info->generation,
+           (unsigned long long)info->latest_sequence, (unsigned long long)info->heartbeat_count,
+           (double)info->heartbeat_timeout_ns / 1e9);
     return EXIT_HEALTHY;
+}
+
+/* Watches the writer (PROTOCOL.md §1.3) until its heartbeat advances (healthy, within one heartbeat
+ * period) or stands still for the limit (stale), or its state ends it. The library keeps the time on
+ * this process's clock; the probe only waits in short slices and asks. */
+static int watch(const struct probe_options *o, keplershm_reader *reader) {
+    struct keplershm_segment_info info;
+    for (;;) {
+        int verdict;
+        memset(&info, 0, sizeof info);
+        info.sz = sizeof info;
+        if (keplershm_reader_info(reader, &info) != KEPLERSHM_OK) {
+            fprintf(stderr, "keplershm-probe: UNHEALTHY: /dev/shm/%s: %s\n", o->shm_name, keplershm_last_error_detail());
+            return EXIT_UNHEALTHY;
+        }
+        if ((verdict = judge_state(o, &info)) >= 0) return verdict;
+        if (info.heartbeat_advanced) return report_healthy(o, &info);
+        if (info.writer_stale) return report_stale(o, &info);
+        /* Returns at a new frame, at the loss, or after the slice: the next look tells which. */
+        (void)keplershm_reader_wait(reader, info.latest_sequence, 50);
+    }
 }
 
 int main(int argc, char **argv) {
     struct probe_options options;
     struct keplershm_reader_opts reader_options;
-    struct keplershm_segment_info info;
     keplershm_reader *reader = NULL;
     int rc;
     int verdict;
 
     if (parse_arguments(argc, argv, &options) != 0) return EXIT_USAGE;
+    if ((keplershm_abi_version() & 0xffffu) < 1) {  /* 1.0 libraries judge liveness by comparing clocks */
+        fprintf(stderr, "keplershm-probe: UNHEALTHY: the libkeplershm.so.1 loaded is ABI %u.%u; this probe needs 1.1 "
+                        "or newer (liveness from heartbeat progress)\n", keplershm_abi_version() >> 16,
+                keplershm_abi_version() & 0xffffu);
+        return EXIT_UNHEALTHY;
+    }
 
     memset(&reader_options, 0, sizeof reader_options);
     reader_options.sz = sizeof reader_options;
     reader_options.no_reattach = 1; /* judge the generation at the name now, do not wait for another */
+    /* Milliseconds, at least 1: the library's option unit (0 would mean its default). */
+    reader_options.heartbeat_timeout_ms =
+        options.max_age_ns == 0 ? 0 : (uint32_t)(options.max_age_ns / 1000000u > 0 ? options.max_age_ns / 1000000u : 1);
     rc = keplershm_reader_open(options.shm_name, &reader_options, &reader);
     if (rc == KEPLERSHM_E_INVALID_ARGUMENT) {
         fprintf(stderr, "keplershm-probe: %s\n", keplershm_last_error_detail());
@@ -173,17 +219,7 @@ int main(int argc, char **argv) {
         explain_open_error(options.shm_name, rc);
         return EXIT_UNHEALTHY;
     }
-
-    memset(&info, 0, sizeof info);
-    info.sz = sizeof info;
-    rc = keplershm_reader_info(reader, &info);
-    if (rc != KEPLERSHM_OK) {
-        fprintf(stderr, "keplershm-probe: UNHEALTHY: /dev/shm/%s: %s: %s\n", options.shm_name, keplershm_strerror(rc),
-                keplershm_last_error_detail());
-        keplershm_reader_close(reader);
-        return EXIT_UNHEALTHY;
-    }
-    verdict = judge(&options, &info);
+    verdict = watch(&options, reader);
     keplershm_reader_close(reader);
     return verdict;
 }

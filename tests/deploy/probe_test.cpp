@@ -1,10 +1,11 @@
 // keplershm-probe, the liveness/readiness command of both containers: healthy only while a writer is
-// ACTIVE with a fresh heartbeat; every other case exits 1 with a line that names the cause.
+// ACTIVE and its heartbeat advances while probed; every other case exits 1 with a line that names the cause.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -84,14 +85,41 @@ void publish_one_frame(keplershm::Writer& writer) {
     writer.commit(draft);
 }
 
-TEST(Probe, ActiveWriterWithAFreshHeartbeatIsHealthy) {
+/// Keeps an idle writer alive as a collector does between frames: a heartbeat every `period` from a
+/// thread, until destroyed (the writer is not used elsewhere meanwhile).
+class Heartbeating {
+public:
+    Heartbeating(keplershm::Writer& writer, std::chrono::milliseconds period)
+        : thread_([this, &writer, period] {
+              while (!stop_.load()) {
+                  writer.heartbeat();
+                  std::this_thread::sleep_for(period);
+              }
+          }) {}
+    ~Heartbeating() {
+        stop_.store(true);
+        thread_.join();
+    }
+
+private:
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+};
+
+using Clock = std::chrono::steady_clock;
+
+TEST(Probe, ActiveWriterWithAnAdvancingHeartbeatIsHealthy) {
     const std::string name = unique_name("alive");
     keplershm::Writer writer(name, small_writer());
     publish_one_frame(writer);
+    Heartbeating beating(writer, 200ms);
+    const auto start = Clock::now();
     const Outcome o = run_probe({"--shm-name", name, "--max-age", "10s"});
+    EXPECT_LT(Clock::now() - start, 3s) << "healthy as soon as a beat is seen, not after the limit";
     EXPECT_EQ(o.status, 0) << o.err;
     EXPECT_NE(o.out.find("OK"), std::string::npos) << o.out;
     EXPECT_NE(o.out.find("frame 1"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("heartbeat advancing"), std::string::npos) << o.out;
     EXPECT_EQ(run_probe({"--shm-name", name, "--quiet"}).out, "") << "--quiet prints nothing when healthy";
     EXPECT_EQ(run_probe({"--shm-name=" + name, "--max-age=10s"}).status, 0) << "--option=value works too";
 }
@@ -99,17 +127,37 @@ TEST(Probe, ActiveWriterWithAFreshHeartbeatIsHealthy) {
 TEST(Probe, DefaultLimitIsTheReadersOwnThreeHeartbeatPeriodsPlusOneSecond) {
     const std::string name = unique_name("default-limit");
     keplershm::Writer writer(name, small_writer(100ms));  // limit 3 x 0.1 s + 1 s = 1.3 s
-    std::this_thread::sleep_for(300ms);
-    Outcome o = run_probe({"--shm-name", name});
-    EXPECT_EQ(o.status, 0) << "0.3 s old is within 1.3 s: " << o.err;
-    EXPECT_NE(o.out.find("limit 1.3 s"), std::string::npos) << o.out;
-    std::this_thread::sleep_for(1300ms);
+    Outcome o;
+    {
+        Heartbeating beating(writer, 100ms);
+        o = run_probe({"--shm-name", name});
+        EXPECT_EQ(o.status, 0) << o.err;
+        EXPECT_NE(o.out.find("limit 1.3 s"), std::string::npos) << o.out;
+    }
+    // No beat any more: the probe watches the heartbeat stand still for the 1.3 s limit, then says so.
+    const auto start = Clock::now();
     o = run_probe({"--shm-name", name});
-    EXPECT_EQ(o.status, 1) << "1.6 s old is beyond 1.3 s: " << o.out;
+    const auto watched = Clock::now() - start;
+    EXPECT_EQ(o.status, 1) << o.out;
     EXPECT_NE(o.err.find("stale"), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find("limit 1.3 s"), std::string::npos) << o.err;
+    EXPECT_GE(watched, 1300ms);
+    EXPECT_LT(watched, 5s);
 }
 
-TEST(Probe, KilledWriterBecomesStaleOnceItsHeartbeatIsOlderThanTheLimit) {
+TEST(Probe, StaleSaysSinceWhenInWallTime) {
+    const std::string name = unique_name("since");
+    keplershm::Writer writer(name, small_writer(100ms));
+    publish_one_frame(writer);  // the last beat: its wall time is what the probe reports
+    const Outcome o = run_probe({"--shm-name", name, "--max-age", "300ms"});
+    EXPECT_EQ(o.status, 1) << o.out;
+    const time_t last_beat = static_cast<time_t>(writer.header().heartbeat_realtime_ns / 1'000'000'000ull);
+    char text[32];
+    strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", gmtime(&last_beat));
+    EXPECT_NE(o.err.find(std::string("writer stale since ") + text), std::string::npos) << o.err;
+}
+
+TEST(Probe, KilledWriterIsStaleOnceItsHeartbeatStoodStillForTheLimit) {
     const std::string name = unique_name("killed");
     const pid_t child = fork();
     if (child == 0) {  // a collector stand-in: publishes and heartbeats until SIGKILL
@@ -127,7 +175,6 @@ TEST(Probe, KilledWriterBecomesStaleOnceItsHeartbeatIsOlderThanTheLimit) {
     ASSERT_EQ(o.status, 0) << o.err;
     kill(child, SIGKILL);
     waitpid(child, nullptr, 0);
-    std::this_thread::sleep_for(800ms);
     o = run_probe({"--shm-name", name, "--max-age", "400ms"});
     EXPECT_EQ(o.status, 1) << o.out;
     EXPECT_NE(o.err.find("stale"), std::string::npos) << o.err;
@@ -184,6 +231,7 @@ TEST(Probe, GroupReadableSegmentIsHealthyForAnotherUserOfThatGroup) {
     const std::string name = unique_name("group");
     keplershm::Writer writer(name, small_writer());
     ASSERT_EQ(chown(("/dev/shm/" + name).c_str(), 0, 65532), 0);
+    Heartbeating beating(writer, 200ms);
     const Outcome o = run_probe({"--shm-name", name},
                                 "65532");  // setpriv --regid=65532: the group that may read it
     EXPECT_EQ(o.status, 0) << o.err;
