@@ -73,10 +73,10 @@ bool wait_until(uint64_t deadline, keplershm::Writer& writer, const sigset_t& si
     }
 }
 
-/// A collector restarted right after a crash finds its predecessor's segment with a heartbeat that is
-/// not stale yet: wait for it (a writer's heartbeat period is at most 1 s, stale after 3 periods + 1 s)
-/// rather than fail; a predecessor that is really alive still refuses us after that. nullopt when a
-/// stop signal arrived meanwhile.
+/// The writer watches a predecessor's heartbeat itself and takes the name once it stood still for 3
+/// periods + 1 s (PROTOCOL.md §1.3). A predecessor whose heartbeat advances refuses us (EXISTS): it may be
+/// on its way out (a roll-out stops the old pod), so try again for a while before failing. nullopt when
+/// a stop signal arrived meanwhile.
 std::optional<keplershm::Writer> create_writer(const std::string& name, const keplershm::WriterOptions& w,
                                                const sigset_t& signals) {
     const uint64_t deadline = monotonic_now_ns() + 6'000'000'000ull;
@@ -86,7 +86,7 @@ std::optional<keplershm::Writer> create_writer(const std::string& name, const ke
             return keplershm::Writer(name, w);
         } catch (const keplershm::Error& e) {
             if (e.code() != KEPLERSHM_E_EXISTS || monotonic_now_ns() >= deadline) throw;
-            if (!told) log_info("waiting for the previous writer of '{}' to go stale: {}", name, e.what());
+            if (!told) log_info("waiting up to 6 s for the live previous writer of '{}' to stop: {}", name, e.what());
             told = true;
         }
         timespec pause{0, 250'000'000};

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
 #include <random>
 #include <thread>
 #include <utility>
@@ -79,8 +80,10 @@ bool predecessor_alive(const keplershm_header& live, uint64_t timeout_ns, Heartb
     }
 }
 
-/// What stands under `name`; with `judge_liveness`, watched until it is known to be alive or dead.
-Predecessor inspect_predecessor(const std::string& name, bool judge_liveness) {
+/// What stands under `name`; with `judge_liveness`, watched until it is known to be alive or dead (and
+/// `notify` told first, since that can take a heartbeat timeout).
+Predecessor inspect_predecessor(const std::string& name, bool judge_liveness,
+                                const std::function<void(const std::string&)>& notify) {
     Predecessor p;
     MappedSegment old;
     try {
@@ -100,8 +103,17 @@ Predecessor inspect_predecessor(const std::string& name, bool judge_liveness) {
         }
     }();
     const auto& h = *reinterpret_cast<const keplershm_header*>(old.data());
+    const uint64_t timeout_ns = default_heartbeat_timeout_ns(layout.header.heartbeat_period_ns);
+    // SYNC POINT (partner: as in predecessor_alive): only a writer that has not ended needs watching.
+    const uint32_t initial_state = atomic_word(h.state).load(std::memory_order_acquire);
+    const bool ended = initial_state == KEPLERSHM_STATE_RETIRED || initial_state == KEPLERSHM_STATE_REPLACED;
+    if (judge_liveness && !ended && notify) {
+        notify(fmt::format("segment '{}' is held by generation {:#x}: watching its heartbeat for up to {:.1f} s; the name "
+                           "is taken if it stands still, refused if it advances", name, layout.header.generation,
+                           static_cast<double>(timeout_ns) / 1e9));
+    }
     HeartbeatWatch watch;
-    p.live = judge_liveness && predecessor_alive(h, default_heartbeat_timeout_ns(layout.header.heartbeat_period_ns), watch);
+    p.live = judge_liveness && predecessor_alive(h, timeout_ns, watch);
     // SYNC POINT (partner: the old writer's release store in announce()): continue after its last frame.
     p.latest_sequence = atomic_word(h.latest_sequence).load(std::memory_order_acquire);
     // SYNC POINT (partner: as in predecessor_alive): the state as it stands after the watch.
@@ -145,7 +157,7 @@ public:
                            options_.cpu_capacity != 0 ? options_.cpu_capacity : options_.cpu_count,
                            options_.string_capacity,
                            options_.segment_kind};
-        const Predecessor before = inspect_predecessor(name_, !options_.replace_live);
+        const Predecessor before = inspect_predecessor(name_, !options_.replace_live, options_.on_warning);
         if (before.live && !options_.replace_live) {
             fail(KEPLERSHM_E_EXISTS, "segment '{}' belongs to a live writer ({}); stop it first", name_, before.description);
         }

@@ -151,7 +151,8 @@ struct WriterOptions {
     std::vector<keplershm_zone_info> zones;
     uint32_t writer_version = 0;
     bool replace_live = false;  // take the name even from a live writer
-    /// Told when something degrades without failing a call (e.g. growth refused for lack of room).
+    /// Told when something degrades without failing a call (e.g. growth refused for lack of room), and
+    /// before the writer watches a predecessor's heartbeat (up to its timeout) to learn whether it lives.
     std::function<void(const std::string&)> on_warning;
 };
 
