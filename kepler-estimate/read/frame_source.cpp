@@ -1,7 +1,9 @@
 #include "read/frame_source.hpp"
 
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include <ctime>
 #include <thread>
 
 namespace kepler_estimate {
@@ -16,20 +18,55 @@ FrameSource FrameSource::replay(const std::string& path) {
     return source;
 }
 
+namespace {
+
+/// When a stale writer last showed life, in wall time: its own last beat (ABI 1.1), or for a writer of
+/// 1.0, which keeps no wall time, the moment this reader last saw its heartbeat advance.
+std::string stale_since(const keplershm_segment_info& info) {
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
+    const uint64_t now_ns = static_cast<uint64_t>(now.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(now.tv_nsec);
+    const uint64_t since_ns = info.heartbeat_realtime_ns != 0 ? info.heartbeat_realtime_ns : now_ns - info.heartbeat_age_ns;
+    return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(static_cast<std::time_t>(since_ns / 1'000'000'000ull)));
+}
+
+}  // namespace
+
+void FrameSource::report_writer(const keplershm_segment_info& info) {
+    if (info.reattach_count != reattaches_seen_) {
+        fmt::print(stderr, "kepler-estimate: segment '{}' has a new generation (collector restarted or grew); "
+                           "following it\n", name_);
+        reattaches_seen_ = info.reattach_count;
+        writer_state_ = WriterState::live;
+    }
+    const WriterState now = info.state == KEPLERSHM_STATE_RETIRED ? WriterState::retired
+                            : info.writer_stale != 0           ? WriterState::stale
+                                                               : WriterState::live;
+    if (now == writer_state_ || info.state == KEPLERSHM_STATE_REPLACED) return;  // replaced: followed next call
+    writer_state_ = now;
+    switch (now) {
+        case WriterState::retired:
+            fmt::print(stderr, "kepler-estimate: the collector of segment '{}' stopped cleanly (retired); waiting for "
+                               "a successor\n", name_);
+            break;
+        case WriterState::stale:
+            fmt::print(stderr, "kepler-estimate: writer of segment '{}' stale since {} (its heartbeat stood still for "
+                               "{:.1f} s), waiting for a successor\n", name_, stale_since(info),
+                       static_cast<double>(info.heartbeat_age_ns) / 1e9);
+            break;
+        case WriterState::live:
+            fmt::print(stderr, "kepler-estimate: writer of segment '{}' beats again; reading on\n", name_);
+            break;
+    }
+}
+
 uint64_t FrameSource::reattaches() { return reader_ ? reader_->info().reattach_count : 0; }
 
 uint64_t FrameSource::recording_frames() { return recording_ && reader_ ? reader_->latest() : 0; }
 
 FrameSource::Result FrameSource::read_next(keplershm::FrameView& view, milliseconds timeout) {
     const keplershm::Status status = reader_->next(timeout, view);
-    if (!recording_) {
-        const uint64_t reattaches = reader_->info().reattach_count;
-        if (reattaches != reattaches_seen_) {
-            fmt::print(stderr, "kepler-estimate: segment '{}' has a new generation (collector restarted or grew); "
-                               "following it\n", name_);
-            reattaches_seen_ = reattaches;
-        }
-    }
+    if (!recording_) report_writer(reader_->info());
     switch (status) {
         case keplershm::Status::ok: return Result::frame;
         case keplershm::Status::end_of_recording: return Result::end;
@@ -75,6 +112,7 @@ FrameSource::Result FrameSource::next(keplershm::FrameView& view, milliseconds t
             if (recording_) return Result::end;  // the file itself is unreadable: stop with what was read
             reader_.reset();                     // re-open: the next writer generation may be fine
             reattaches_seen_ = 0;
+            writer_state_ = WriterState::live;
             return Result::idle;
         }
     }

@@ -35,8 +35,14 @@ public:
     [[nodiscard]] uint64_t recording_frames();
 
 private:
+    /// What the live writer is doing, as far as this reader can tell (PROTOCOL.md §1.3).
+    enum class WriterState { live, retired, stale };
+
     FrameSource(std::string name, bool recording) : name_(std::move(name)), recording_(recording) {}
     Result read_next(keplershm::FrameView& view, std::chrono::milliseconds timeout);
+    /// Logs what the reader follows or waits for, once per change: a new generation, a writer that
+    /// retired or went stale (and since when), one that beats again.
+    void report_writer(const keplershm_segment_info& info);
 
     std::string name_;
     bool recording_ = false;
@@ -45,6 +51,7 @@ private:
     uint64_t errors_ = 0;
     bool truncated_ = false;
     uint64_t reattaches_seen_ = 0;
+    WriterState writer_state_ = WriterState::live;
 };
 
 }  // namespace kepler_estimate
