@@ -20,6 +20,15 @@ using std::chrono::milliseconds;
 
 namespace {
 
+/// "ADDR:PORT" as bound: port 0 in --listen asks the kernel for a free one (tests use it: no race for a
+/// port that was free a moment before), and the log must say which it got.
+std::string bound_address(const std::string& listen, const prometheus::Exposer& exposer) {
+    const std::vector<int> ports = exposer.GetListeningPorts();
+    const size_t colon = listen.rfind(':');
+    if (ports.empty() || colon == std::string::npos) return listen;
+    return listen.substr(0, colon + 1) + std::to_string(ports.front());
+}
+
 void log_lines(const std::vector<std::string>& lines) {
     for (const std::string& line : lines) fmt::print(stderr, "kepler-estimate: {}\n", line);
 }
@@ -103,7 +112,7 @@ int run_live(const Options& o, Estimator& estimator, const ExportOptions& export
     if (o.listen != "none") {
         exposer = std::make_unique<prometheus::Exposer>(o.listen);
         exposer->RegisterCollectable(collectable);
-        fmt::print(stderr, "kepler-estimate: serving /metrics on {}\n", o.listen);
+        fmt::print(stderr, "kepler-estimate: serving /metrics on {}\n", bound_address(o.listen, *exposer));
     }
     ModelWatcher::Options watch;
     watch.model_server = o.model_server;

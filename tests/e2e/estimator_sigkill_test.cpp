@@ -57,13 +57,13 @@ std::vector<std::string> shm_entries_named(const std::string& name) {
 TEST(EstimatorSigkill, CollectorFrameRateIsUnaffected) {
     e2e::TempDir tmp;
     const std::string name = e2e::unique_name("estimator-kill");
-    const int port = e2e::free_port();
     Child collector({COLLECT_BINARY, "--shm-name", name, "--interval", "100ms", "--kube", "off"}, tmp / "collect.log");
     auto reader = e2e::open_when_present(name, 30s);
     ASSERT_TRUE(reader) << collector.log();
     auto estimator = std::make_unique<Child>(
-        std::vector<std::string>{ESTIMATE_BINARY, "--shm-name", name, "--listen", "127.0.0.1:" + std::to_string(port)},
-        tmp / "estimate.log");
+        std::vector<std::string>{ESTIMATE_BINARY, "--shm-name", name, "--listen", e2e::kAnyLocalPort}, tmp / "estimate.log");
+    int port = e2e::metrics_port(*estimator);
+    ASSERT_GT(port, 0) << estimator->log();
     ASSERT_TRUE(e2e::wait_until([&] {
         const auto s = e2e::scrape(port, 1);
         return s && e2e::value_of(*s, "kepler_estimator_frames_read_total") >= 5;
@@ -87,8 +87,9 @@ TEST(EstimatorSigkill, CollectorFrameRateIsUnaffected) {
 
     // A new estimator instance reads the same segment at once.
     estimator = std::make_unique<Child>(
-        std::vector<std::string>{ESTIMATE_BINARY, "--shm-name", name, "--listen", "127.0.0.1:" + std::to_string(port)},
+        std::vector<std::string>{ESTIMATE_BINARY, "--shm-name", name, "--listen", e2e::kAnyLocalPort},
         tmp / "estimate-2.log");
+    port = e2e::metrics_port(*estimator);
     EXPECT_TRUE(e2e::wait_until([&] {
         const auto s = e2e::scrape(port, 1);
         return s && e2e::value_of(*s, "kepler_estimator_frames_read_total") >= 3;

@@ -155,9 +155,9 @@ TEST_F(HostileSegment, CollectorRefusesWithoutTouchingIt) {
 
 TEST_F(HostileSegment, EverythingRecoversOnceTheNameIsFree) {
     plant(plants().front());
-    const int port = e2e::free_port();
-    Child estimator({ESTIMATE_BINARY, "--shm-name", name_, "--listen", "127.0.0.1:" + std::to_string(port)},
-                    tmp_ / "estimate.log");
+    Child estimator({ESTIMATE_BINARY, "--shm-name", name_, "--listen", e2e::kAnyLocalPort}, tmp_ / "estimate.log");
+    const int port = e2e::metrics_port(estimator);
+    ASSERT_GT(port, 0) << estimator.log();
     ASSERT_TRUE(e2e::wait_until([&] { return estimator.log().find("waiting for segment") != std::string::npos; }, 30s));
     fs::remove(path_);
     Child collector({COLLECT_BINARY, "--shm-name", name_, "--source", "procfs", "--kube", "off", "--interval", "100ms"},
@@ -210,9 +210,9 @@ TEST_F(HostileSegment, ScribbledFramesAreRejectedAndGoodOnesStillRead) {
     // Scribbled before the estimator attaches: a reader woken by the commit could otherwise read the
     // frame whole in the instant before the scribble. The estimator starts at the newest frame (3).
     for (int i = 0; i < 3; ++i) publish(true);
-    const int port = e2e::free_port();
-    Child estimator({ESTIMATE_BINARY, "--shm-name", name_, "--listen", "127.0.0.1:" + std::to_string(port)},
-                    tmp_ / "estimate.log");
+    Child estimator({ESTIMATE_BINARY, "--shm-name", name_, "--listen", e2e::kAnyLocalPort}, tmp_ / "estimate.log");
+    const int port = e2e::metrics_port(estimator);
+    ASSERT_GT(port, 0) << estimator.log();
     ASSERT_TRUE(e2e::wait_until([&] { return estimator.log().find("reading segment") != std::string::npos; }, 30s))
         << estimator.log();
     ASSERT_TRUE(e2e::wait_until([&] { return estimator.log().find("section 6") != std::string::npos; }, 30s))

@@ -145,9 +145,10 @@ TEST(PidReuse, EstimatorKeepsSeparateSeriesForAReusedPid) {
     options.cpu_count = 2;
     options.metric_mask = KEPLERSHM_METRIC_CPU_TIME | KEPLERSHM_METRIC_NODE_CPU;
     keplershm::Writer writer(name, options);
-    const int port = e2e::free_port();
-    Child estimator({ESTIMATE_BINARY, "--shm-name", name, "--listen", "127.0.0.1:" + std::to_string(port),
-                     "--process-metrics"}, tmp / "estimate.log");
+    Child estimator({ESTIMATE_BINARY, "--shm-name", name, "--listen", e2e::kAnyLocalPort, "--process-metrics"},
+                    tmp / "estimate.log");
+    const int port = e2e::metrics_port(estimator);
+    ASSERT_GT(port, 0) << estimator.log();
     auto frames_read = [&](double n) {
         return e2e::wait_until([&] {
             const auto s = e2e::scrape(port, 1);

@@ -1,6 +1,7 @@
 #include "support/metrics.hpp"
 
 #include <arpa/inet.h>
+#include <cstdlib>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -66,6 +67,21 @@ std::optional<Scrape> scrape(int port, int attempts) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     return std::nullopt;
+}
+
+int metrics_port(const Child& estimator, std::chrono::milliseconds timeout) {
+    const std::string marker = "serving /metrics on ";
+    int port = -1;
+    wait_until([&] {
+        const std::string log = estimator.log();
+        const size_t at = log.find(marker);
+        if (at == std::string::npos) return false;
+        const size_t end = log.find('\n', at);
+        const std::string address = log.substr(at + marker.size(), end == std::string::npos ? end : end - at - marker.size());
+        port = std::atoi(address.substr(address.rfind(':') + 1).c_str());
+        return true;
+    }, timeout);
+    return port > 0 ? port : -1;
 }
 
 }  // namespace e2e

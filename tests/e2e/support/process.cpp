@@ -1,15 +1,13 @@
 #include "support/process.hpp"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 
@@ -133,20 +131,11 @@ TempDir::~TempDir() {
 }
 
 std::string unique_name(const std::string& stem) {
+    // The pid alone is not unique: test runs in other pid namespaces (containers, CI jobs) may share
+    // /dev/shm and reuse our pid. A random part per process makes a clash with them vanishingly unlikely.
+    static const std::string random = std::to_string(std::random_device{}());
     static int counter = 0;
-    return "kshm-fault-" + stem + "-" + std::to_string(getpid()) + "-" + std::to_string(++counter);
-}
-
-int free_port() {
-    const int s = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    socklen_t len = sizeof addr;
-    getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len);
-    close(s);
-    return ntohs(addr.sin_port);
+    return "kshm-fault-" + stem + "-" + std::to_string(getpid()) + "-" + random + "-" + std::to_string(++counter);
 }
 
 std::string read_file(const fs::path& path) {

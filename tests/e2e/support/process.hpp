@@ -80,9 +80,6 @@ private:
 /// A segment name unique to this test process.
 std::string unique_name(const std::string& stem);
 
-/// A TCP port on 127.0.0.1 that was free a moment ago.
-int free_port();
-
 std::string read_file(const std::filesystem::path& path);
 void write_file(const std::filesystem::path& path, const std::string& text);
 
