@@ -62,7 +62,20 @@ static int check_frame(const struct keplershm_view *view, uint32_t expected_proc
     return 0;
 }
 
+/* argv[1] made unique to this run: its pid and a random number (builds and checkouts running their tests
+ * at the same time share /dev/shm, and pids repeat between pid namespaces). */
+static void unique_name(const char *stem, char *name, size_t size) {
+    unsigned random = 0;
+    FILE *urandom = fopen("/dev/urandom", "rb");
+    if (urandom != NULL) {
+        if (fread(&random, sizeof random, 1, urandom) != 1) random = 0;
+        fclose(urandom);
+    }
+    snprintf(name, size, "%s-%ld-%u", stem, (long)getpid(), random);
+}
+
 int main(int argc, char **argv) {
+    char name[200];
     struct keplershm_writer_opts wopts;
     struct keplershm_segment_info info;
     struct keplershm_view view;
@@ -79,18 +92,24 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (keplershm_abi_version() >> 16 != KEPLERSHM_ABI_MAJOR) return 1;
+    unique_name(argv[1], name, sizeof name);
 
     memset(&wopts, 0, sizeof wopts);
     wopts.sz = sizeof wopts;
     wopts.slot_count = 4;
     wopts.process_capacity = 16;
     wopts.node_name = "c99-node";
-    CHECK(keplershm_writer_create(argv[1], &wopts, &writer));
-    CHECK(keplershm_reader_open(argv[1], NULL, &reader));
+    CHECK(keplershm_writer_create(name, &wopts, &writer));
+    CHECK(keplershm_reader_open(name, NULL, &reader));
     memset(&info, 0, sizeof info);
     info.sz = sizeof info;
     CHECK(keplershm_reader_info(reader, &info));
     if (strcmp(info.node_name, "c99-node") != 0 || info.process_capacity != 16) return 1;
+    /* ABI 1.1: the heartbeat as this reader judges it (default period 1 s: timeout 3 periods + 1 s). */
+    if (info.heartbeat_count < 1 || info.heartbeat_realtime_ns == 0 || info.heartbeat_timeout_ns != UINT64_C(4000000000) ||
+        info.writer_stale != 0) {
+        return 1;
+    }
 
     CHECK(keplershm_recorder_open(argv[2], NULL, &recorder));
     for (n = 1; n <= 5; ++n) {

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -23,12 +24,19 @@
 
 namespace keplershm::test {
 
+/// This process's part of unique names: its pid and a random number (the pid alone is not unique
+/// between pid namespaces, e.g. test runs in containers that share /dev/shm or /tmp with ours).
+inline std::string run_id() {
+    static const std::string random = std::to_string(std::random_device{}());
+    return std::to_string(getpid()) + "-" + random;  // getpid() each time: forked children differ
+}
+
 /// A segment name no other test (or concurrent test run) uses; removed when the guard dies.
 class ScopedName {
 public:
     explicit ScopedName(const std::string& tag) {
         static std::atomic<int> counter{0};
-        name_ = "kshm-test-" + tag + "-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+        name_ = "kshm-test-" + tag + "-" + run_id() + "-" + std::to_string(counter++);
     }
     ~ScopedName() { shm_unlink(("/" + name_).c_str()); }
     ScopedName(const ScopedName&) = delete;
@@ -76,7 +84,7 @@ class ScopedPath {
 public:
     explicit ScopedPath(const std::string& tag) {
         static std::atomic<int> counter{0};
-        path_ = "/tmp/kshm-test-" + tag + "-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+        path_ = "/tmp/kshm-test-" + tag + "-" + run_id() + "-" + std::to_string(counter++);
     }
     ~ScopedPath() { unlink(path_.c_str()); }
     ScopedPath(const ScopedPath&) = delete;
