@@ -31,6 +31,26 @@ main_suite() {
   (cd build && ctest --output-on-failure -j"$jobs" --timeout 600)
 }
 
+# The library's and the end-to-end tests of the main build again, inside time namespaces whose
+# CLOCK_MONOTONIC starts near zero (a machine booted seconds ago) and ten days ahead: nothing may depend
+# on the clock's value (issue 11). unshare's offsets count from the initial namespace's CLOCK_MONOTONIC
+# (not /proc/uptime: that is CLOCK_BOOTTIME, which also counts suspended time, and an offset that would
+# take CLOCK_MONOTONIC below zero is refused).
+time_namespaces() {
+  if [[ $(id -u) -ne 0 ]] || ! unshare --time --fork true 2>/dev/null; then
+    echo "test.sh: skipped: time namespaces need root and unshare --time"
+    return 0
+  fi
+  local own_offset initial_monotonic offset
+  own_offset=$(awk '$1 == "monotonic" {print $2}' /proc/self/timens_offsets 2>/dev/null || true)
+  initial_monotonic=$(( $(python3 -c 'import time; print(int(time.monotonic()))') - ${own_offset:-0} ))
+  for offset in "-$(( initial_monotonic - 5 ))" "+864000"; do
+    echo "-- time namespace, CLOCK_MONOTONIC offset ${offset} s"
+    (cd build && unshare --time --fork --monotonic="$offset" \
+       ctest --output-on-failure -j"$jobs" --timeout 600 -R '^(libkeplershm|fault)\.')
+  done
+}
+
 asan_ubsan() {
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DKEPLERSHM_SANITIZE=address,undefined \
         -DKEPLERSHM_COMPONENTS="bpf;kepler-collect;kepler-estimate" -DKEPLERSHM_BUILD_BENCHMARKS=OFF
@@ -56,6 +76,7 @@ fuzz() {
 
 run_stage "packages (scripts/setup.sh)" bash scripts/setup.sh
 run_stage "build (RelWithDebInfo) and every test" main_suite
+run_stage "the library's and the end-to-end tests with CLOCK_MONOTONIC near zero and ten days ahead" time_namespaces
 run_stage "ASan + UBSan: the library's, the collector's and the estimator's tests" asan_ubsan
 run_stage "TSan: the seqlock under threads (ring, lapping, a writer against two readers)" tsan
 run_stage "libFuzzer (clang, ASan+UBSan): headers, frames, segments, recordings, ${KEPLERSHM_FUZZ_SECONDS:-20} s each" fuzz
