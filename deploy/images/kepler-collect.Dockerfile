@@ -32,7 +32,7 @@ RUN apt-get update \
       libbpf1 libelf1 zlib1g libfmt9 libcurl4 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/build/bin/kepler-collect /src/build/bin/keplershm-probe /src/build/bin/keplershm-segment-size /usr/local/bin/
-COPY --from=build /src/build/lib/libkeplershm.so.1.0.0 /usr/local/lib/
+COPY --from=build /src/build/lib/libkeplershm.so.1.1.0 /usr/local/lib/
 RUN ldconfig  # creates libkeplershm.so.1 from the library's SONAME
 # Root, but the pod spec (deploy/kubernetes) drops every capability except CAP_BPF and CAP_PERFMON.
 USER 0:65532

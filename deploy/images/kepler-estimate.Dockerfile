@@ -28,7 +28,7 @@ RUN apt-get update \
       libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libxgboost0 libfmt9 libcurl4 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/build/bin/kepler-estimate /src/build/bin/keplershm-probe /usr/local/bin/
-COPY --from=build /src/build/lib/libkeplershm.so.1.0.0 /usr/local/lib/
+COPY --from=build /src/build/lib/libkeplershm.so.1.1.0 /usr/local/lib/
 RUN ldconfig && mkdir -p /var/lib/kepler-estimate/models && chown 65532:65532 /var/lib/kepler-estimate/models
 USER 65532:65532
 EXPOSE 9102
