@@ -5,6 +5,7 @@
 
 #include "error.hpp"
 #include "keplershm.h"
+#include "liveness.hpp"
 #include "reader_impl.hpp"
 #include "schema_table.h"
 
@@ -392,6 +393,10 @@ int keplershm_writer_info(keplershm_writer* writer, keplershm_segment_info* info
         keplershm_segment_info full = info_from_header(h);
         full.latest_sequence = writer->writer.latest_sequence();
         full.state = h.state;
+        // The writer's own beats (it stores them on this thread); the timeout readers apply by default.
+        full.heartbeat_count = h.heartbeat_count;
+        full.heartbeat_realtime_ns = h.heartbeat_realtime_ns;
+        full.heartbeat_timeout_ns = default_heartbeat_timeout_ns(h.heartbeat_period_ns);
         copy_out(info, full);
         return KEPLERSHM_OK;
     });

@@ -228,5 +228,23 @@ TEST(Liveness, InfoReportsTheWritersCounterWallClockAndTheReadersTimeout) {
               static_cast<uint64_t>(std::chrono::nanoseconds(kTimeout).count()));
 }
 
+TEST(Liveness, AWritersOwnInfoShowsItsBeats) {
+    ScopedName name("live-writer-info");
+    keplershm_writer_opts opts{};
+    opts.sz = sizeof opts;
+    opts.slot_count = 2;
+    opts.process_capacity = 4;
+    keplershm_writer* writer = nullptr;
+    ASSERT_EQ(keplershm_writer_create(name.str().c_str(), &opts, &writer), KEPLERSHM_OK);
+    ASSERT_EQ(keplershm_writer_heartbeat(writer), KEPLERSHM_OK);
+    keplershm_segment_info info{};
+    info.sz = sizeof info;
+    ASSERT_EQ(keplershm_writer_info(writer, &info), KEPLERSHM_OK);
+    EXPECT_EQ(info.heartbeat_count, 2u) << "the beat at creation and one heartbeat()";
+    EXPECT_GT(info.heartbeat_realtime_ns, 0u);
+    EXPECT_EQ(info.heartbeat_timeout_ns, 3 * kSecond + kSecond) << "what readers apply by default (1 s period)";
+    keplershm_writer_close(writer, 0);
+}
+
 }  // namespace
 }  // namespace keplershm
