@@ -242,8 +242,8 @@ TEST(EndToEnd, DeadCollectorIsReplacedAndReadersFollow) {
     EXPECT_EQ(first->stop(SIGKILL), 128 + SIGKILL);  // crashed: the segment stays behind, heartbeat stops
     first.reset();
     EXPECT_TRUE(segment_exists(name));
-    // Restarted at once: the new collector waits until the stale heartbeat is recognised (3 periods
-    // + 1 s, DESIGN.md "writer restart and crash") and then takes the name.
+    // Restarted at once: the new collector watches the dead heartbeat stand still for 3 periods + 1 s
+    // (PROTOCOL.md §1.3; DESIGN.md "writer restart and crash"), saying so, and then takes the name.
     Collector second(args);
     bool moved = false;
     for (int i = 0; i < 50 && !moved; ++i) {
@@ -251,7 +251,7 @@ TEST(EndToEnd, DeadCollectorIsReplacedAndReadersFollow) {
         moved = s == keplershm::Status::ok && f.generation() != generation;
     }
     EXPECT_TRUE(moved) << "the reader follows the new collector's generation; its log:\n" << second.log();
-    EXPECT_NE(second.log().find("waiting for the previous writer"), std::string::npos) << second.log();
+    EXPECT_NE(second.log().find("watching its heartbeat"), std::string::npos) << second.log();
     EXPECT_EQ(second.stop(SIGTERM), 0) << second.log();
 }
 
