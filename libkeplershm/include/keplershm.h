@@ -539,7 +539,8 @@ KEPLERSHM_API int keplershm_schema(struct keplershm_field *fields, uint32_t capa
 
 struct keplershm_reader_opts {
     size_t sz;                          /* sizeof(struct keplershm_reader_opts) */
-    uint32_t heartbeat_timeout_ms;      /* 0: 3 heartbeat periods + 1 s */
+    uint32_t heartbeat_timeout_ms;      /* how long the writer's heartbeat may stand still (this reader's clock)
+                                           before the writer is stale; 0: 3 heartbeat periods + 1 s */
     uint32_t no_reattach;               /* 1: stay on this generation instead of following the writer */
     uint32_t reserved[4];
 };
@@ -612,7 +613,9 @@ KEPLERSHM_API int keplershm_reader_schema(keplershm_reader *reader, struct keple
                                           uint32_t *count);
 /* Published frame number of the newest frame (0 if none). */
 KEPLERSHM_API int keplershm_reader_latest(keplershm_reader *reader, uint64_t *sequence);
-/* Blocks until a frame newer than `after` is published, the writer goes away, or timeout. WRITER_GONE is
+/* Blocks until a frame newer than `after` is published, the writer goes away, or timeout. The writer is
+ * gone when retired or replaced, or stale: its heartbeat stood still for the heartbeat timeout on this
+ * reader's clock, counted from when the reader began watching (PROTOCOL.md §1.3). WRITER_GONE is
  * returned as soon as the loss is seen; waiting again then polls for a successor writer until timeout. */
 KEPLERSHM_API int keplershm_reader_wait(keplershm_reader *reader, uint64_t after, int32_t timeout_ms);
 /* Frame `sequence` in place: OK, NOT_YET, or LAPPED (view->missed = frames lost). For a recording,

@@ -13,7 +13,7 @@ constexpr uint64_t kMaxHeartbeatPeriodNs = 3600 * kSecondNs;
 }  // namespace
 
 HeartbeatSample read_heartbeat(const keplershm_header& live) noexcept {
-    // SYNC POINT (partner: WriterImpl::beat). Relaxed: the heartbeat publishes nothing but itself, and
+    // SYNC POINT (partner: beat() in writer.cpp). Relaxed: the heartbeat publishes nothing but itself, and
     // only equality with an earlier sample is used; a sample that mixes two beats still differs from
     // the one before them, which is all progress means.
     HeartbeatSample s;

@@ -214,7 +214,9 @@ private:
 // ------------------------------------------------------------------------------------------------
 
 struct ReaderOptions {
-    std::chrono::milliseconds heartbeat_timeout{0};  // 0: 3 heartbeat periods + 1 s
+    // How long the writer's heartbeat may stand still, on this reader's clock, before the writer is stale
+    // (PROTOCOL.md §1.3). 0: 3 heartbeat periods + 1 s.
+    std::chrono::milliseconds heartbeat_timeout{0};
     bool reattach = true;                             // follow the writer to new generations
 };
 
@@ -230,10 +232,13 @@ public:
     Reader& operator=(Reader&&) noexcept;
     ~Reader();
 
+    /// Node facts, latest frame, writer state, and liveness as this reader judges it (heartbeat_age_ns,
+    /// writer_stale: both from the heartbeat's progress since this reader began watching).
     [[nodiscard]] keplershm_segment_info info();
     /// Newest published frame (live) or number of frames (recording).
     [[nodiscard]] uint64_t latest();
-    /// Until a frame newer than `after` exists: ok, timeout, writer_gone, end_of_recording.
+    /// Until a frame newer than `after` exists: ok, timeout, writer_gone (retired, replaced, or stale: its
+    /// heartbeat stood still for the timeout), end_of_recording.
     Status wait(uint64_t after, std::chrono::milliseconds timeout);
     /// Frame `sequence` in place (recordings: the n-th frame, from 1): ok, not_yet or lapped.
     Status acquire(uint64_t sequence, FrameView& view);
