@@ -122,6 +122,10 @@ uint64_t BpfSource::kernel_now_ns() const noexcept {
     return static_cast<uint64_t>(static_cast<int64_t>(monotonic_now_ns()) - clock_offset_ns_);
 }
 
+uint64_t BpfSource::user_clock_ns(uint64_t kernel_ns) const noexcept {
+    return static_cast<uint64_t>(static_cast<int64_t>(kernel_ns) + clock_offset_ns_);
+}
+
 // The boundary is published ahead of time, so that every charge at or after it sees it, and the maps
 // are read only once it has passed (see cut_boundary_ns in kepler.bpf.c).
 uint64_t BpfSource::draw_boundary() {
@@ -136,7 +140,7 @@ uint64_t BpfSource::draw_boundary() {
         // Preempted while publishing: a charge after the boundary may have missed it. Draw a later one.
         if (attempt + 1 == kAttempts) log_warn("bpf: frame boundary published late {} times in a row", kAttempts);
     }
-    const int64_t user_boundary = static_cast<int64_t>(boundary) + clock_offset_ns_;
+    const uint64_t user_boundary = user_clock_ns(boundary);
     const timespec until{static_cast<time_t>(user_boundary / 1'000'000'000),
                          static_cast<long>(user_boundary % 1'000'000'000)};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, nullptr) == EINTR) {
@@ -289,7 +293,7 @@ SourceSample BpfSource::sample() {
 
     SourceSample out;
     const uint64_t boundary = draw_boundary();
-    out.read_time_ns = static_cast<uint64_t>(static_cast<int64_t>(boundary) + clock_offset_ns_);
+    out.read_time_ns = user_clock_ns(boundary);
     ProcessTimes in_flight = read_spanning(boundary);
     const size_t entries = read_entries();
     const ProcessTimes marks = read_marks(boundary);  // after the entries: see mark_boundary()

@@ -52,6 +52,8 @@ private:
     using ProcessTimes = std::unordered_map<ProcessKey, uint64_t, ProcessKeyHash>;
 
     [[nodiscard]] uint64_t kernel_now_ns() const noexcept;
+    /// `kernel_ns` (bpf_ktime_get_ns() time) in this process's CLOCK_MONOTONIC.
+    [[nodiscard]] uint64_t user_clock_ns(uint64_t kernel_ns) const noexcept;
     uint64_t draw_boundary();
     size_t read_entries();
     ProcessTimes read_marks(uint64_t boundary);
