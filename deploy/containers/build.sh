@@ -41,6 +41,11 @@ keplershm_podman_env
 [[ ${ID:-} == debian && ${VERSION_ID:-} == 12 ]] ||
   die "this host is ${PRETTY_NAME:-unknown}, not Debian 12: binaries built here would not match the images' bookworm libraries"
 
+# One build at a time per cache directory (two would debootstrap into the same directory).
+mkdir -p "$cache_dir"
+exec 9>"$cache_dir/build.lock"
+flock 9
+
 # 1. Base rootfs, cached. A rootfs is only used once debootstrap finished (the .complete marker), so an
 #    interrupted run starts over instead of importing half a system.
 rootfs=$cache_dir/bookworm-minbase
