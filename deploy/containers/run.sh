@@ -71,7 +71,7 @@ if podman pod exists "$pod"; then
 fi
 teardown
 
-python3 "$repo/deploy/containers/pod_from_daemonset.py" "$repo/deploy/kubernetes/sidecar/daemonset.yaml" \
+/usr/bin/python3 "$repo/deploy/containers/pod_from_daemonset.py" "$repo/deploy/kubernetes/sidecar/daemonset.yaml" \
   --pod-name "$pod" --metrics-port "$port" --volumes "$state/volumes" --probes "$state/probes" >"$state/pod.yaml"
 
 # The pod's emptyDirs, as podman volumes of this pod alone (see pod_from_daemonset.py).
