@@ -218,7 +218,14 @@ class PodOnPodman(unittest.TestCase):
         self.assertIn("ro", m["/dev/shm"][0])
         segment = os.stat(f"/proc/{estimate}/root/dev/shm/keplershm")
         self.assertEqual((segment.st_uid, segment.st_gid, segment.st_mode & 0o777), (0, 65532, 0o640))
-        self.assertIn("kepler_estimator_frames_read_total", ds.metric_names(self.scrape()))
+        exposition = self.scrape()
+        self.assertIn("kepler_estimator_frames_read_total", ds.metric_names(exposition))
+        # The pod's cgroup (/libpod_parent/<pod id>, where podman's conmon runs) names no container.
+        pod_id = podman("pod", "inspect", "--format", "{{.ID}}", self.pod)
+        self.assertNotIn(f'container_id="{pod_id}"', exposition, "conmon exported as a container named by the pod id")
+        for name in ("kepler-collect", "kepler-estimate"):
+            cid = podman("inspect", "--format", "{{.Id}}", self.container(name))
+            self.assertIn(f'container_id="{cid}"', exposition, f"{name} has its own series")
 
     def test_2_a_workload_container_gets_its_share_under_its_own_id(self):
         cls = type(self)
