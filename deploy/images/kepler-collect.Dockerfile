@@ -15,6 +15,8 @@
 #                             prebuilt/{bin,lib}/ (deploy/containers/build.sh): the same bookworm libraries as
 #                             the runtime stage installs, without downloading a toolchain into a build image.
 #                             Builders skip the stage they do not use (BuildKit, buildah).
+#   podman/buildah 4.3/1.28 pick stages before applying ARG defaults ("short-name "source" did not resolve"):
+#   there pass --build-arg BINARIES=source explicitly.
 ARG BUILD_BASE=debian:bookworm
 ARG RUNTIME_BASE=debian:bookworm-slim
 ARG BINARIES=source
