@@ -5,17 +5,18 @@
 #
 #   scripts/soak-tests.sh [RUNS] [REPEATS]     defaults: 5 whole-suite runs, 20 runs of the groups
 #
-# Needs a build in ./build (scripts/test.sh makes one). Run it as root (so the eBPF, podman and
-# namespace tests run instead of skipping) after changing anything that touches timing: the collector
-# loop, the eBPF source, the estimator's threads, the end-to-end and fault tests. Exit status 1 if any
+# Needs a build in ./build (scripts/test.sh makes one; BUILD_DIR=dir names another). Run it as root
+# (so the eBPF, podman and namespace tests run instead of skipping) after changing anything that
+# touches timing: the collector loop, the eBPF source, the estimator's threads, the end-to-end and fault tests. Exit status 1 if any
 # test failed; the logs of failed runs stay in build/soak/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-5}
 repeats=${2:-20}
 timing_sensitive='^(collect\.(BpfSource|Chain|ProcfsSource|EndToEnd)|fault\.|estimate\.(accuracy|prometheus_e2e|replay)|python\.(live|closed_loop|estimates_import))'
-out=build/soak
-[[ -d build ]] || { echo "soak-tests.sh: no build/ here; run scripts/test.sh (or cmake) first" >&2; exit 2; }
+build=${BUILD_DIR:-build}
+out=$build/soak
+[[ -d $build ]] || { echo "soak-tests.sh: no $build/ here; run scripts/test.sh (or cmake) first" >&2; exit 2; }
 rm -rf "$out" && mkdir -p "$out"
 
 loops=()
@@ -30,7 +31,7 @@ done
 run_once() {
   local label=$1
   shift
-  if (cd build && ctest -j2 --timeout 600 --output-on-failure "$@") >"$out/$label.log" 2>&1; then
+  if (cd "$build" && ctest -j2 --timeout 600 --output-on-failure "$@") >"$out/$label.log" 2>&1; then
     rm -f "$out/$label.log"
     echo "$label: passed"
   else

@@ -3,11 +3,11 @@
 // measured by the scripts next to this file (see README.md).
 #include <benchmark/benchmark.h>
 
-#include "cgroup_identity.hpp"
-#include "frame_builder.hpp"
-#include "proc_stat.hpp"
-#include "procfs_source.hpp"
-#include "text_io.hpp"
+#include "common/text_io.hpp"
+#include "frame/frame_builder.hpp"
+#include "sources/proc_stat.hpp"
+#include "sources/procfs_source.hpp"
+#include "workloads/cgroup_identity.hpp"
 
 namespace kepler::collect {
 namespace {

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "model/external_model.hpp"
+#include "external/external_model.hpp"
 #include "model/xgboost_model.hpp"
 
 namespace kepler_estimate {

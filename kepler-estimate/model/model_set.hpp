@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "model/external_model.hpp"
+#include "external/external_model.hpp"
 #include "model/model_spec.hpp"
 #include "model/node_model.hpp"
 

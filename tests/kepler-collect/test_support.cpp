@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,9 +20,9 @@
 #include <stdexcept>
 #include <thread>
 
-#include "bpf_loader.hpp"
-#include "proc_stat.hpp"
-#include "text_io.hpp"
+#include "common/text_io.hpp"
+#include "sources/bpf_loader.hpp"
+#include "sources/proc_stat.hpp"
 
 namespace kepler::collect::testing {
 
@@ -32,12 +33,8 @@ uint64_t thread_cpu_ns() {
     return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-[[noreturn]] void child_main(int cpu, double duty) {
+[[noreturn]] void child_main(int cpu, double duty, int ready_fd) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    sched_setaffinity(0, sizeof set, &set);
     // With autogroups (CONFIG_SCHED_AUTOGROUP) nice only ranks tasks inside one session's group, and
     // each busy session elsewhere (parallel builds) weighs as much as ours: take a session of our own
     // and raise its group too. Both fail without privilege; the tests say what they then check.
@@ -47,6 +44,16 @@ uint64_t thread_cpu_ns() {
         std::fclose(group);
     }
     setpriority(PRIO_PROCESS, 0, -20);
+    // Only then onto the test's CPU: a child still at its parent's weight there can wait hundreds of
+    // milliseconds behind a raised sibling before it even gets to raise itself (measured: 0 ns of CPU
+    // in a 500 ms interval under load).
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    sched_setaffinity(0, sizeof set, &set);
+    const char ready = 1;
+    if (write(ready_fd, &ready, 1) != 1) _exit(3);
+    close(ready_fd);
     constexpr uint64_t period_ns = 10'000'000;
     volatile uint64_t sink = 0;
     for (;;) {
@@ -63,9 +70,20 @@ uint64_t thread_cpu_ns() {
 }  // namespace
 
 BusyChild::BusyChild(int cpu, double duty) {
+    int ready[2];
+    if (pipe(ready) != 0) throw std::runtime_error("pipe failed");
     pid_ = fork();
     if (pid_ < 0) throw std::runtime_error("fork failed");
-    if (pid_ == 0) child_main(cpu, duty);
+    if (pid_ == 0) {
+        close(ready[0]);
+        child_main(cpu, duty, ready[1]);
+    }
+    close(ready[1]);
+    // Returns once the child runs at its final priority on its CPU, so tests measure it from there.
+    char byte = 0;
+    while (read(ready[0], &byte, 1) < 0 && errno == EINTR) {
+    }
+    close(ready[0]);
 }
 
 BusyChild::~BusyChild() { stop(); }

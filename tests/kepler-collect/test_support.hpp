@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <string>
 
-#include "process_source.hpp"
+#include "sources/process_source.hpp"
 
 namespace kepler::collect::testing {
 

@@ -1,0 +1,276 @@
+// The collection loop: set-up (source, meters, metadata, writer), then one frame per interval until a
+// signal, then a clean retirement of the segment.
+#include <signal.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include "common/log.hpp"
+#include "common/text_io.hpp"
+#include "energy/energy.hpp"
+#include "frame/frame_builder.hpp"
+#include "frame/node_cpu.hpp"
+#include "frame/node_info.hpp"
+#include "kepler_collect/collector.hpp"
+#include "keplershm/keplershm.hpp"
+#include "sources/process_source.hpp"
+#include "workloads/kube_metadata.hpp"
+#include "workloads/workload_resolver.hpp"
+
+namespace kepler::collect {
+
+namespace {
+
+constexpr uint32_t kWriterVersion = (0u << 16) | (1u << 8) | 0u;  // 0.1.0
+constexpr std::chrono::nanoseconds kMaxHeartbeatGap = std::chrono::seconds(1);
+
+std::unique_ptr<KubeMetadata> make_metadata(const CollectorOptions& o, const std::string& node) {
+    if (o.kube == "off") return nullptr;
+    KubeOptions k = in_cluster_options();
+    if (!o.kube_api_url.empty()) k.api_url = o.kube_api_url;
+    if (!o.kubelet_url.empty()) k.kubelet_url = o.kubelet_url;
+    if (!o.kube_token_file.empty()) k.token_file = o.kube_token_file;
+    if (!o.kube_ca_file.empty()) k.ca_file = o.kube_ca_file;
+    k.insecure_skip_verify = o.kube_insecure_skip_tls_verify;
+    k.node_name = node;
+    k.refresh = o.metadata_refresh;
+    if (o.kube == "api") k.kubelet_url.clear();
+    if (o.kube == "kubelet" && k.kubelet_url.empty()) throw CollectError("--kube kubelet needs --kubelet-url");
+    if (o.kube == "api" && k.api_url.empty()) throw CollectError("--kube api needs --kube-api-url outside a cluster");
+    if (k.api_url.empty() && k.kubelet_url.empty()) {
+        log_info("metadata: not in a Kubernetes cluster and no --kube-api-url/--kubelet-url: pods keep UIDs only");
+        return nullptr;
+    }
+    log_info("metadata: pods of node {} from {}", node, k.kubelet_url.empty() ? k.api_url + " (API server)" : k.kubelet_url + " (kubelet)");
+    return std::make_unique<KubeMetadata>(std::move(k));
+}
+
+LogLevel parse_level(const std::string& text) {
+    if (text == "debug") return LogLevel::debug;
+    if (text == "warning") return LogLevel::warn;
+    if (text == "error") return LogLevel::error;
+    return LogLevel::info;
+}
+
+/// Sleeps until `deadline` (CLOCK_MONOTONIC ns), heartbeating at least every second; false when a
+/// SIGTERM/SIGINT arrived (they are blocked and taken synchronously here).
+bool wait_until(uint64_t deadline, keplershm::Writer& writer, const sigset_t& signals) {
+    while (true) {
+        const uint64_t now = monotonic_now_ns();
+        if (now >= deadline) return true;
+        const uint64_t wait = std::min<uint64_t>(deadline - now, kMaxHeartbeatGap.count());
+        timespec timeout{static_cast<time_t>(wait / 1'000'000'000ull), static_cast<long>(wait % 1'000'000'000ull)};
+        siginfo_t info{};
+        const int sig = sigtimedwait(&signals, &info, &timeout);
+        if (sig == SIGTERM || sig == SIGINT) {
+            log_info("received {}, retiring the segment", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+            return false;
+        }
+        writer.heartbeat();
+    }
+}
+
+/// A collector restarted right after a crash finds its predecessor's segment with a heartbeat that is
+/// not stale yet: wait for it (a writer's heartbeat period is at most 1 s, stale after 3 periods + 1 s)
+/// rather than fail; a predecessor that is really alive still refuses us after that. nullopt when a
+/// stop signal arrived meanwhile.
+std::optional<keplershm::Writer> create_writer(const std::string& name, const keplershm::WriterOptions& w,
+                                               const sigset_t& signals) {
+    const uint64_t deadline = monotonic_now_ns() + 6'000'000'000ull;
+    bool told = false;
+    while (true) {
+        try {
+            return keplershm::Writer(name, w);
+        } catch (const keplershm::Error& e) {
+            if (e.code() != KEPLERSHM_E_EXISTS || monotonic_now_ns() >= deadline) throw;
+            if (!told) log_info("waiting for the previous writer of '{}' to go stale: {}", name, e.what());
+            told = true;
+        }
+        timespec pause{0, 250'000'000};
+        siginfo_t info{};
+        const int sig = sigtimedwait(&signals, &info, &pause);
+        if (sig == SIGTERM || sig == SIGINT) return std::nullopt;
+    }
+}
+
+keplershm::WriterOptions writer_options(const CollectorOptions& o, const ProcessSource& source,
+                                        const EnergyMeter& meter, const std::string& node) {
+    keplershm::WriterOptions w;
+    w.slot_count = o.slot_count;
+    w.process_capacity = o.process_capacity;
+    w.workload_capacity = o.workload_capacity;
+    w.string_capacity = o.string_capacity;
+    w.mode = o.segment_mode;
+    w.max_segment_bytes = o.max_segment_bytes;
+    w.on_warning = [](const std::string& message) { log_warn("{}", message); };
+    w.heartbeat_period = std::min<std::chrono::nanoseconds>(o.interval, kMaxHeartbeatGap);
+    w.metric_mask = source.metric_mask() | KEPLERSHM_METRIC_NODE_CPU | (meter.empty() ? 0 : KEPLERSHM_METRIC_ENERGY);
+    w.node_name = node;
+    w.cpu_model = cpu_model_from_cpuinfo(read_text_file(o.proc_root + "/cpuinfo", 4 << 20).text);
+    w.cpu_count = online_cpus();
+    w.zones = meter.zone_infos();  // zones belong to the header: discovered before the writer exists
+    w.writer_version = kWriterVersion;
+    w.replace_live = o.replace_live;
+    return w;
+}
+
+EnergyMeter discover_meter(const std::string& sysfs_root) {
+    EnergyMeter meter = EnergyMeter::discover(sysfs_root);
+    for (const std::string& p : meter.problems()) log_warn("energy: {}", p);
+    for (const std::string& n : meter.notes()) log_info("energy: {}", n);
+    if (meter.empty()) {
+        log_info("energy: no power meter under {} (no RAPL, no hwmon meter): frames say \"no measured power\"", sysfs_root);
+    }
+    return meter;
+}
+
+/// Where one interval ends and the next begins (CLOCK_MONOTONIC and realtime of the same instant).
+struct IntervalEdge {
+    uint64_t monotonic_ns = 0;
+    uint64_t realtime_ns = 0;
+};
+
+/// The collector's stages for one interval, in data-path order: source → node CPU → energy →
+/// workloads → frame. Owns everything the loop needs between frames.
+class Collection {
+public:
+    Collection(const CollectorOptions& o, const std::string& node)
+        : source_(make_process_source(source_settings(o))),
+          node_cpu_(o.proc_root),
+          edge_(start_counting(node_cpu_)),
+          meter_(discover_meter(o.sysfs_root)),
+          metadata_(make_metadata(o, node)),
+          resolver_(o.proc_root) {
+        log_info("source: {}", source_->describe());
+    }
+
+    [[nodiscard]] const ProcessSource& source() const noexcept { return *source_; }
+    [[nodiscard]] const EnergyMeter& meter() const noexcept { return meter_; }
+    [[nodiscard]] uint64_t interval_start_ns() const noexcept { return edge_.monotonic_ns; }
+
+    /// Measures the interval that ends now and publishes it as one frame.
+    void publish_frame(keplershm::Writer& writer, bool first) {
+        SourceSample sample = source_->sample();
+        // The process boundary is the interval's end; the realtime end is the same instant.
+        const IntervalEdge end{sample.read_time_ns, sample.read_time_ns + (realtime_now_ns() - monotonic_now_ns())};
+        std::optional<NodeCpuSample> cpu;
+        try {
+            cpu = node_cpu_.read();
+        } catch (const CollectError& e) {
+            log_warn("node cpu: {}", e.what());
+        }
+        const std::vector<keplershm_zone_sample> zones = meter_.read();
+        const std::vector<std::shared_ptr<const CgroupWorkload>> workloads = resolve_workloads(sample);
+        const std::shared_ptr<const PodIndex> pods = metadata_ ? metadata_->snapshot() : nullptr;
+
+        FrameInputs in;
+        in.interval_start_ns = edge_.monotonic_ns;
+        in.interval_end_ns = end.monotonic_ns;
+        in.interval_start_realtime_ns = edge_.realtime_ns;
+        in.interval_end_realtime_ns = end.realtime_ns;
+        in.first = first;
+        in.source = source_->kind();
+        in.power_source = meter_.power_source();
+        in.sample = &sample;
+        in.workloads = &workloads;
+        in.node_cpu = cpu ? &*cpu : nullptr;
+        in.zones = &zones;
+        in.pods = pods.get();
+        keplershm::Draft draft = writer.begin();
+        const FrameSummary summary = build_frame(draft, in);
+        writer.commit(draft);
+        if (summary.processes_truncated > 0) {
+            log_debug("frame {}: {} processes over capacity went to the unaccounted record", draft.sequence(),
+                      summary.processes_truncated);
+        }
+        if (summary.unknown_container && metadata_) metadata_->request_refresh();
+        edge_ = end;
+    }
+
+private:
+    /// The source counts from its creation on, so the first interval starts right after it (before
+    /// meters and metadata, which may take a while), and so does node CPU time.
+    static IntervalEdge start_counting(NodeCpuReader& node_cpu) {
+        node_cpu.read();
+        return IntervalEdge{monotonic_now_ns(), realtime_now_ns()};
+    }
+
+    static SourceSettings source_settings(const CollectorOptions& o) {
+        SourceSettings s;
+        s.kind = o.source;
+        s.proc_root = o.proc_root;
+        s.bpf_attach = o.bpf_attach;
+        s.bpf_max_processes = o.bpf_max_processes;
+        s.bpf_max_threads = o.bpf_max_threads;
+        s.hardware_counters = o.hardware_counters;
+        return s;
+    }
+
+    std::vector<std::shared_ptr<const CgroupWorkload>> resolve_workloads(SourceSample& sample) {
+        std::vector<std::shared_ptr<const CgroupWorkload>> workloads;
+        workloads.reserve(sample.processes.size());
+        for (ProcessActivity& p : sample.processes) workloads.push_back(resolver_.resolve(p));
+        resolver_.end_sample();
+        return workloads;
+    }
+
+    // Declaration order is initialisation order: source, then node CPU and the interval's start.
+    std::unique_ptr<ProcessSource> source_;
+    NodeCpuReader node_cpu_;
+    IntervalEdge edge_;
+    EnergyMeter meter_;
+    std::unique_ptr<KubeMetadata> metadata_;
+    WorkloadResolver resolver_;
+};
+
+int collect(const CollectorOptions& o, const sigset_t& signals) {
+    const std::string node = node_name(o.node_name);
+    Collection collection(o, node);
+    const keplershm::WriterOptions w = writer_options(o, collection.source(), collection.meter(), node);
+    std::optional<keplershm::Writer> created = create_writer(o.shm_name, w, signals);
+    if (!created) return 0;  // stopped by a signal while waiting for the name
+    keplershm::Writer& writer = *created;
+    log_info("publishing to /dev/shm/{} every {} ms (node {}, {} CPUs, {} energy zones)", o.shm_name,
+             std::chrono::duration_cast<std::chrono::milliseconds>(o.interval).count(), node, w.cpu_count, w.zones.size());
+
+    const uint64_t interval_ns = static_cast<uint64_t>(o.interval.count());
+    uint64_t deadline = collection.interval_start_ns() + interval_ns;
+    for (uint64_t frame = 0; o.frames == 0 || frame < o.frames; ++frame) {
+        if (!wait_until(deadline, writer, signals)) break;
+        collection.publish_frame(writer, frame == 0);
+        const SelfUsage self = self_usage(o.proc_root);
+        writer.set_overhead(self.cpu_time_ns, self.rss_bytes);
+        writer.heartbeat();
+        deadline += interval_ns;
+        if (const uint64_t now = monotonic_now_ns(); deadline < now) {
+            log_debug("frame took longer than the interval; next one in a full interval");
+            deadline = now + interval_ns;
+        }
+    }
+    writer.close();
+    return 0;
+}
+
+}  // namespace
+
+int run_collector(const CollectorOptions& options) {
+    set_log_level(parse_level(options.log_level));
+    // SIGTERM/SIGINT are blocked in every thread and taken with sigtimedwait() between frames, so a
+    // stop request never interrupts a frame half-written.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    try {
+        return collect(options, signals);
+    } catch (const std::exception& e) {
+        log_error("{}", e.what());
+        return 1;
+    }
+}
+
+}  // namespace kepler::collect

@@ -1,0 +1,139 @@
+// Command line of kepler-collect (CLI11).
+#include <cmath>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "common/text_io.hpp"
+#include "kepler_collect/collector.hpp"
+
+namespace kepler::collect {
+
+std::optional<std::chrono::nanoseconds> parse_duration(std::string_view text) {
+    text = trim(text);
+    size_t split = 0;
+    while (split < text.size() && ((text[split] >= '0' && text[split] <= '9') || text[split] == '.')) ++split;
+    if (split == 0) return std::nullopt;
+    double value = 0;
+    try {
+        size_t used = 0;
+        value = std::stod(std::string(text.substr(0, split)), &used);
+        if (used != split) return std::nullopt;
+    } catch (...) {
+        return std::nullopt;
+    }
+    const std::string_view unit = text.substr(split);
+    double scale = 0;
+    if (unit.empty() || unit == "s") scale = 1e9;
+    else if (unit == "ms") scale = 1e6;
+    else if (unit == "us") scale = 1e3;
+    else if (unit == "ns") scale = 1;
+    else if (unit == "m") scale = 60e9;
+    else return std::nullopt;
+    const double ns = value * scale;
+    if (!(ns >= 1) || ns > 86400e9) return std::nullopt;  // between 1 ns and a day
+    return std::chrono::nanoseconds(static_cast<int64_t>(std::llround(ns)));
+}
+
+std::optional<uint64_t> parse_byte_size(std::string_view text) {
+    text = trim(text);
+    size_t split = 0;
+    while (split < text.size() && text[split] >= '0' && text[split] <= '9') ++split;
+    const auto number = parse_u64(text.substr(0, split));
+    if (!number) return std::nullopt;
+    const std::string_view unit = text.substr(split);
+    uint64_t scale = 0;
+    if (unit.empty() || unit == "B") scale = 1;
+    else if (unit == "K" || unit == "Ki" || unit == "KiB") scale = 1ull << 10;
+    else if (unit == "M" || unit == "Mi" || unit == "MiB") scale = 1ull << 20;
+    else if (unit == "G" || unit == "Gi" || unit == "GiB") scale = 1ull << 30;
+    else return std::nullopt;
+    if (*number > UINT64_MAX / scale) return std::nullopt;
+    return *number * scale;
+}
+
+std::optional<CollectorOptions> parse_command_line(int argc, char** argv, int& exit_code) {
+    CollectorOptions o;
+    CLI::App app{"kepler-collect: measures per-process activity and node energy and publishes one keplershm "
+                 "frame per interval in shared memory (/dev/shm/NAME)."};
+    app.get_formatter()->column_width(40);
+    std::string interval = "1s";
+    std::string max_bytes = "256Mi";
+    std::string refresh = "30s";
+    std::string mode = "0640";
+
+    app.add_option("--shm-name", o.shm_name, "Segment name under /dev/shm")->required();
+    app.add_option("--interval", interval, "Frame interval, e.g. 1s, 500ms (a bare number is seconds)")->capture_default_str();
+    app.add_option("--source", o.source, "Per-process source: auto (bpf, else procfs), bpf or procfs")
+        ->check(CLI::IsMember({"auto", "bpf", "procfs"}))->capture_default_str();
+    app.add_option("--sysfs-root", o.sysfs_root, "Root of sysfs for powercap/hwmon (tests point it at a fake tree)")
+        ->capture_default_str();
+    app.add_option("--proc-root", o.proc_root, "Root of procfs (the host's, with hostPID)")->capture_default_str();
+    app.add_option("--node-name", o.node_name, "Node name for the header and the pod query (default $NODE_NAME, else uname)");
+    app.add_option("--frames", o.frames, "Stop after this many frames (0: run until SIGTERM/SIGINT)")->capture_default_str();
+
+    app.add_option("--process-capacity", o.process_capacity, "Process records per frame (grows up to the byte cap)")
+        ->check(CLI::Range(1u, 1u << 24))->capture_default_str();
+    app.add_option("--workload-capacity", o.workload_capacity, "Workload records per frame")
+        ->check(CLI::Range(1u, 1u << 20))->capture_default_str();
+    app.add_option("--string-capacity", o.string_capacity, "Bytes of cgroup path text per frame")
+        ->check(CLI::Range(256u, 1u << 28))->capture_default_str();
+    app.add_option("--slots", o.slot_count, "Frames kept in the ring")->check(CLI::Range(2u, 4096u))->capture_default_str();
+    app.add_option("--max-segment-bytes", max_bytes, "Cap on the segment size, e.g. 256Mi")->capture_default_str();
+    app.add_option("--segment-mode", mode, "File mode of the segment (octal)")->capture_default_str();
+    app.add_flag("--replace-live", o.replace_live, "Take the name even from a live collector");
+
+    app.add_option("--bpf-attach", o.bpf_attach, "sched_switch attach: auto (tp_btf, raw_tp, tracepoint) or one of them")
+        ->check(CLI::IsMember({"auto", "tp_btf", "raw_tp", "tracepoint"}))->capture_default_str();
+    app.add_option("--bpf-max-processes", o.bpf_max_processes, "Entries of the eBPF process map (more are counted as dropped)")
+        ->check(CLI::Range(64u, 1u << 22))->capture_default_str();
+    app.add_option("--bpf-max-threads", o.bpf_max_threads, "Entries of the eBPF per-thread runtime map (LRU)")
+        ->check(CLI::Range(64u, 1u << 22))->capture_default_str();
+    app.add_flag("!--no-hardware-counters", o.hardware_counters, "Do not open cycles/instructions/LLC-miss counters");
+
+    app.add_option("--kube", o.kube, "Pod metadata: auto (in-cluster or when a URL is given), off, api, kubelet")
+        ->check(CLI::IsMember({"auto", "off", "api", "kubelet"}))->capture_default_str();
+    app.add_option("--kube-api-url", o.kube_api_url, "API server URL (default: in-cluster service)");
+    app.add_option("--kubelet-url", o.kubelet_url, "Kubelet URL, e.g. https://$NODE_IP:10250 (needs nodes/proxy)");
+    app.add_option("--kube-token-file", o.kube_token_file, "Bearer token file (default: the service account's)");
+    app.add_option("--kube-ca-file", o.kube_ca_file, "CA bundle for the API server or kubelet");
+    app.add_flag("--kube-insecure-skip-tls-verify", o.kube_insecure_skip_tls_verify, "Do not verify the server certificate");
+    app.add_option("--metadata-refresh", refresh, "Pod list refresh period")->capture_default_str();
+    app.add_option("--log-level", o.log_level, "debug, info, warning or error")
+        ->check(CLI::IsMember({"debug", "info", "warning", "error"}))->capture_default_str();
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        exit_code = app.exit(e);
+        return std::nullopt;
+    }
+    auto usage_error = [&](const std::string& message) {
+        std::cerr << "kepler-collect: " << message << "\nRun with --help for more information.\n";
+        exit_code = 2;
+        return std::nullopt;
+    };
+    const auto parsed_interval = parse_duration(interval);
+    if (!parsed_interval || *parsed_interval < std::chrono::milliseconds(10)) {
+        return usage_error("--interval: expected a duration of at least 10ms like 1s or 500ms, got '" + interval + "'");
+    }
+    o.interval = *parsed_interval;
+    const auto parsed_refresh = parse_duration(refresh);
+    if (!parsed_refresh) return usage_error("--metadata-refresh: expected a duration like 30s, got '" + refresh + "'");
+    o.metadata_refresh = std::chrono::duration_cast<std::chrono::milliseconds>(*parsed_refresh);
+    const auto parsed_bytes = parse_byte_size(max_bytes);
+    if (!parsed_bytes || *parsed_bytes < 4096) return usage_error("--max-segment-bytes: expected a size like 256Mi, got '" + max_bytes + "'");
+    o.max_segment_bytes = *parsed_bytes;
+    try {
+        size_t used = 0;
+        const unsigned long m = std::stoul(mode, &used, 8);
+        if (used != mode.size() || m > 0777) throw std::invalid_argument(mode);
+        o.segment_mode = static_cast<uint32_t>(m);
+    } catch (const std::exception&) {
+        return usage_error("--segment-mode: expected an octal mode like 0640, got '" + mode + "'");
+    }
+    exit_code = 0;
+    return o;
+}
+
+}  // namespace kepler::collect

@@ -1,0 +1,158 @@
+#include "frame/frame_builder.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <unordered_map>
+
+namespace kepler::collect {
+
+namespace {
+
+keplershm_process to_record(const ProcessActivity& a, uint64_t cgroup_id, uint32_t workload_index) {
+    keplershm_process r{};
+    r.pid = a.key.tgid;
+    r.tgid = a.key.tgid;
+    r.start_time_ticks = a.key.start_ticks;
+    r.cgroup_id = cgroup_id;
+    r.workload_index = workload_index;
+    r.flags = a.flags;
+    std::memcpy(r.comm, a.comm.data(), sizeof r.comm);
+    r.comm[sizeof r.comm - 1] = '\0';
+    r.cpu_time_ns = a.cpu_time_ns;
+    r.cycles = a.cycles;
+    r.instructions = a.instructions;
+    r.cache_misses = a.cache_misses;
+    r.page_cache_hits = a.page_cache_hits;
+    r.page_cache_misses = a.page_cache_misses;
+    std::copy(a.softirq.begin(), a.softirq.end(), r.softirq);
+    return r;
+}
+
+/// The workload record of a cgroup, with Kubernetes names when the metadata knows them.
+keplershm_workload to_record(const CgroupWorkload& w, const PodIndex* pods, bool& unknown_container) {
+    keplershm_workload r{};
+    const WorkloadIdentity& id = w.identity;
+    r.kind = id.kind;
+    r.runtime = id.runtime;
+    r.cgroup_id = w.cgroup_id;
+    keplershm::set_text(r.container_id, id.container_id);
+    keplershm::set_text(r.pod_uid, id.pod_uid);
+    keplershm::set_text(r.vm_id, id.vm_id);
+    keplershm::set_text(r.vm_name, id.vm_name);
+    if (pods == nullptr || id.kind != KEPLERSHM_WORKLOAD_POD) return r;
+    if (const auto c = pods->by_container_id.find(id.container_id); !id.container_id.empty() && c != pods->by_container_id.end()) {
+        keplershm::set_text(r.container_name, c->second.container_name);
+        keplershm::set_text(r.pod_name, c->second.pod_name);
+        keplershm::set_text(r.pod_namespace, c->second.pod_namespace);
+        if (r.runtime == KEPLERSHM_RUNTIME_UNKNOWN) r.runtime = c->second.runtime;
+        return r;
+    }
+    if (const auto p = pods->by_pod_uid.find(id.pod_uid); p != pods->by_pod_uid.end()) {
+        keplershm::set_text(r.pod_name, p->second.name);
+        keplershm::set_text(r.pod_namespace, p->second.namespace_);
+        // The pod is known but not this container: either the sandbox (pause) container, which the
+        // API never lists, or a container that started after the last fetch.
+        unknown_container = unknown_container || (!id.container_id.empty() && !id.runtime_helper);
+    } else {
+        unknown_container = true;
+    }
+    return r;
+}
+
+}  // namespace
+
+FrameSummary build_frame(keplershm::Draft& draft, const FrameInputs& in) {
+    FrameSummary summary;
+    keplershm_frame& f = draft.frame();
+    f.interval_start_ns = in.interval_start_ns;
+    f.interval_end_ns = in.interval_end_ns;
+    f.interval_start_realtime_ns = in.interval_start_realtime_ns;
+    f.interval_end_realtime_ns = in.interval_end_realtime_ns;
+    f.source = in.source;
+    f.power_source = in.power_source;
+    f.flags = in.first ? uint32_t{KEPLERSHM_FRAME_FIRST} : 0u;
+
+    const SourceSample& sample = *in.sample;
+    f.process_read_time_ns = sample.read_time_ns;
+    uint64_t mask = sample.metric_mask;
+
+    // Most CPU first when not everything fits, so truncation drops the least significant processes.
+    const size_t total = sample.processes.size();
+    std::vector<uint32_t> order(total);
+    std::iota(order.begin(), order.end(), 0u);
+    const uint32_t capacity = draft.process_capacity();
+    if (total > capacity) {
+        std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+            return sample.processes[a].cpu_time_ns > sample.processes[b].cpu_time_ns;
+        });
+        f.flags |= KEPLERSHM_FRAME_TRUNCATED;
+        draft.set_processes_wanted(static_cast<uint32_t>(std::min<size_t>(total, UINT32_MAX)));
+    }
+    f.processes_seen = static_cast<uint32_t>(std::min<size_t>(total, UINT32_MAX));
+
+    std::unordered_map<std::string, uint32_t> workload_index;  // key: kind|vm_id|path
+    uint64_t published_ns = 0;
+    uint64_t truncated_ns = 0;
+    for (size_t rank = 0; rank < total; ++rank) {
+        const ProcessActivity& a = sample.processes[order[rank]];
+        if (rank >= capacity) {
+            truncated_ns += a.cpu_time_ns;
+            ++summary.processes_truncated;
+            continue;
+        }
+        uint32_t index = KEPLERSHM_NO_WORKLOAD;
+        uint64_t cgroup_id = a.cgroup_id;
+        const CgroupWorkload* w = in.workloads != nullptr ? (*in.workloads)[order[rank]].get() : nullptr;
+        if (w != nullptr) {
+            const std::string key = std::to_string(w->identity.kind) + '|' + w->identity.vm_id + '|' + w->path;
+            const auto found = workload_index.find(key);
+            if (found != workload_index.end()) {
+                index = found->second;
+            } else {
+                keplershm_workload record = to_record(*w, in.pods, summary.unknown_container);
+                if (const auto offset = draft.add_string(w->path)) {
+                    record.cgroup_path_offset = *offset;
+                    record.cgroup_path_length = static_cast<uint32_t>(w->path.size());
+                } else {
+                    f.flags |= KEPLERSHM_FRAME_STRINGS_TRUNCATED;
+                }
+                if (draft.add_workload(record)) {
+                    index = draft.raw().workload_count - 1;
+                    workload_index.emplace(key, index);
+                } else {
+                    f.flags |= KEPLERSHM_FRAME_WORKLOADS_TRUNCATED;
+                }
+            }
+            if (cgroup_id == 0) cgroup_id = w->cgroup_id;
+        }
+        draft.add_process(to_record(a, cgroup_id, index));
+        published_ns += a.cpu_time_ns;
+        ++summary.processes_published;
+    }
+
+    if (in.zones != nullptr) {
+        for (const keplershm_zone_sample& z : *in.zones) {
+            draft.add_zone(z);
+            if (z.flags & KEPLERSHM_ZONE_VALID) mask |= KEPLERSHM_METRIC_ENERGY;
+        }
+    }
+    keplershm_unaccounted& u = draft.unaccounted();
+    u.truncated_processes = summary.processes_truncated;
+    u.truncated_cpu_time_ns = truncated_ns;
+    u.dropped_entries = sample.dropped_entries;
+    u.exited_processes = sample.exited_processes;
+    u.cpu_time_ns = truncated_ns;  // without node CPU time, only what we know we left out
+    if (in.node_cpu != nullptr) {
+        mask |= KEPLERSHM_METRIC_NODE_CPU;
+        for (const keplershm_cpu_sample& c : in.node_cpu->cpus) draft.add_cpu(c);
+        // Node busy time minus what the published processes explain; never spread onto processes.
+        const uint64_t unexplained = in.node_cpu->busy_ns > published_ns ? in.node_cpu->busy_ns - published_ns : 0;
+        u.cpu_time_ns = std::max(unexplained, truncated_ns);
+    }
+    f.metric_mask = mask;
+    return summary;
+}
+
+}  // namespace kepler::collect

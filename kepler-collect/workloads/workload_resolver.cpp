@@ -1,0 +1,137 @@
+#include "workloads/workload_resolver.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "common/text_io.hpp"
+
+namespace kepler::collect {
+
+namespace {
+
+/// mountinfo escapes space, tab, newline and backslash as \ooo.
+std::string unescape_octal(std::string_view text) {
+    std::string out;
+    for (size_t i = 0; i < text.size(); ++i) {
+        if (text[i] == '\\' && i + 3 < text.size()) {
+            const std::string_view digits = text.substr(i + 1, 3);
+            if (digits.size() == 3 && std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '7'; })) {
+                out.push_back(static_cast<char>(std::stoi(std::string(digits), nullptr, 8)));
+                i += 3;
+                continue;
+            }
+        }
+        out.push_back(text[i]);
+    }
+    return out;
+}
+
+uint64_t inode_of(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+}  // namespace
+
+CgroupMounts parse_cgroup_mounts(std::string_view mountinfo) {
+    CgroupMounts mounts;
+    for (std::string_view line : split_lines(mountinfo)) {
+        const size_t dash = line.find(" - ");
+        if (dash == std::string_view::npos) continue;
+        const std::vector<std::string_view> left = split_fields(line.substr(0, dash));
+        const std::vector<std::string_view> right = split_fields(line.substr(dash + 3));
+        if (left.size() < 5 || right.size() < 3) continue;
+        const std::string mount_point = unescape_octal(left[4]);
+        if (right[0] == "cgroup2") {
+            if (mounts.unified.empty()) mounts.unified = mount_point;
+        } else if (right[0] == "cgroup") {
+            for (std::string_view option : split_fields(right[2], ",")) {
+                if (option == "rw" || option == "ro" || starts_with(option, "release_agent")) continue;
+                mounts.by_controller.try_emplace(std::string(option), mount_point);
+            }
+        }
+    }
+    return mounts;
+}
+
+WorkloadResolver::WorkloadResolver(std::string proc_root, uint32_t refresh_samples)
+    : proc_root_(std::move(proc_root)), refresh_samples_(refresh_samples == 0 ? 1 : refresh_samples) {
+    mounts_ = parse_cgroup_mounts(read_text_file(proc_root_ + "/self/mountinfo", 1 << 20).text);
+    auto kernel = std::make_shared<CgroupWorkload>();
+    kernel->path.push_back('/');  // (not = "/": GCC 12 -Wrestrict false positive)
+    kernel->identity.kind = KEPLERSHM_WORKLOAD_KERNEL;
+    kernel_ = std::move(kernel);
+}
+
+std::shared_ptr<const CgroupWorkload> WorkloadResolver::resolve(ProcessActivity& p) {
+    if (p.flags & KEPLERSHM_PROC_KERNEL) return kernel_;
+    Cached& c = cache_[p.key];
+    const bool moved = p.cgroup_id != 0 && c.source_cgroup_id != 0 && p.cgroup_id != c.source_cgroup_id;
+    if (!c.workload || moved || sample_ - c.resolved_at >= refresh_samples_) {
+        if (auto fresh = read_workload(p)) {
+            c.workload = std::move(fresh);
+            if (p.cgroup_id != 0) by_cgroup_id_[p.cgroup_id] = c.workload;
+        } else if (!c.workload || moved) {  // gone from /proc: its cgroup may still be known
+            if (const auto known = by_cgroup_id_.find(p.cgroup_id); p.cgroup_id != 0 && known != by_cgroup_id_.end()) {
+                c.workload = known->second;
+            }
+        }
+        c.resolved_at = sample_;
+        c.source_cgroup_id = p.cgroup_id;
+    }
+    c.used_at = sample_;
+    if (p.cgroup_id == 0 && c.workload) p.cgroup_id = c.workload->cgroup_id;
+    return c.workload;
+}
+
+void WorkloadResolver::end_sample() {
+    ++sample_;
+    if (sample_ % 64 != 0) return;
+    std::erase_if(cache_, [&](const auto& item) { return sample_ - item.second.used_at > 2 * refresh_samples_; });
+    if (by_cgroup_id_.size() > 65536) by_cgroup_id_.clear();  // bound it; live cgroups are learned again
+}
+
+std::shared_ptr<const CgroupWorkload> WorkloadResolver::read_workload(const ProcessActivity& p) const {
+    const std::string base = fmt::format("{}/{}", proc_root_, p.key.tgid);
+    const ReadResult cgroup = read_text_file(base + "/cgroup", 64 * 1024);
+    if (!cgroup.ok()) return nullptr;
+    const std::vector<CgroupLine> lines = parse_proc_cgroup(cgroup.text);
+    ChosenCgroup chosen = choose_cgroup(lines);
+
+    auto w = std::make_shared<CgroupWorkload>();
+    w->cgroup_id = cgroup_inode(lines, chosen);
+    w->path = std::move(chosen.path);
+    w->identity = std::move(chosen.identity);
+
+    // qemu: the VM's name and UUID are on its command line (libvirt or hand-started).
+    const std::string_view comm(p.comm.data(), strnlen(p.comm.data(), p.comm.size()));
+    if (starts_with(comm, "qemu") || comm == "kvm" || w->identity.kind == KEPLERSHM_WORKLOAD_VM) {
+        const QemuIdentity q = parse_qemu_cmdline(read_text_file(base + "/cmdline", 256 * 1024).text);
+        if (q.is_qemu) {
+            if (w->identity.kind == KEPLERSHM_WORKLOAD_SYSTEM) w->identity.kind = KEPLERSHM_WORKLOAD_VM;
+            if (!q.name.empty()) w->identity.vm_name = q.name;
+            if (!q.uuid.empty()) w->identity.vm_id = q.uuid;
+        }
+    }
+    return w;
+}
+
+uint64_t WorkloadResolver::cgroup_inode(const std::vector<CgroupLine>& lines, const ChosenCgroup& chosen) const {
+    // The eBPF helper reports cgroup v2 ids, so v2 wins whenever it is mounted.
+    if (!mounts_.unified.empty()) {
+        for (const CgroupLine& l : lines) {
+            if (l.hierarchy == 0 && l.controllers.empty()) return inode_of(mounts_.unified + l.path);
+        }
+    }
+    for (std::string_view controller : split_fields(chosen.controllers, ",")) {
+        const auto m = mounts_.by_controller.find(std::string(controller));
+        if (m != mounts_.by_controller.end()) return inode_of(m->second + chosen.path);
+    }
+    return 0;
+}
+
+}  // namespace kepler::collect
