@@ -20,6 +20,10 @@ packages=(
   python3 python3-numpy python3-xgboost python3-pytest python3-matplotlib python3-yaml
   # test and check tools: Prometheus server + promtool, ABI checks, fuzzers, perf
   prometheus abigail-tools libclang-rt-14-dev linux-perf iproute2 procps
+  # containers (deploy/containers, deploy.containers): rootful podman 4.3 with netavark, base images from
+  # debootstrap; runc where crun refuses cgroup hybrid mode (deploy/containers/podman-env.sh)
+  podman crun runc conmon catatonit netavark aardvark-dns iptables uidmap slirp4netns fuse-overlayfs
+  containernetworking-plugins golang-github-containers-common debootstrap curl
 )
 
 missing=()

@@ -28,7 +28,13 @@ main_suite() {
   fi
   cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
   cmake --build build -j"$jobs"
-  (cd build && ctest --output-on-failure -j"$jobs" --timeout 600)
+  (cd build && ctest --output-on-failure -j"$jobs" --timeout 600 -LE '^containers$')
+}
+
+containers() {
+  # Its own stage: builds two images and runs a pod (minutes, CPU-heavy), against main_suite's build.
+  cmake --build build -j"$jobs" --target kepler-collect kepler-estimate keplershm-probe keplershm-segment-size
+  (cd build && ctest --output-on-failure -L '^containers$')
 }
 
 # The library's and the end-to-end tests of the main build again, inside time namespaces whose
@@ -78,6 +84,7 @@ fuzz() {
 run_stage "packages (scripts/setup.sh)" bash scripts/setup.sh
 run_stage "build (RelWithDebInfo) and every test" main_suite
 run_stage "the library's and the end-to-end tests with CLOCK_MONOTONIC near zero and ten days ahead" time_namespaces
+run_stage "containers: both images built with podman, the sidecar pod run (deploy.containers)" containers
 run_stage "ASan + UBSan: the library's, the collector's and the estimator's tests" asan_ubsan
 run_stage "TSan: the seqlock under threads (ring, lapping, a writer against two readers)" tsan
 run_stage "libFuzzer (clang, ASan+UBSan): headers, frames, segments, recordings, ${KEPLERSHM_FUZZ_SECONDS:-20} s each" fuzz

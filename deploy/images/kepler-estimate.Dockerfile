@@ -3,8 +3,12 @@
 # libraries the binaries need; runs as uid/gid 65532 (the group the collector's segment belongs to, see
 # deploy/README.md). Build from the repository root:
 #   docker build -f deploy/images/kepler-estimate.Dockerfile -t keplershm/kepler-estimate:0.1.0 .
+# Build arguments BUILD_BASE, RUNTIME_BASE and BINARIES=source|prebuilt: as in kepler-collect.Dockerfile.
+ARG BUILD_BASE=debian:bookworm
+ARG RUNTIME_BASE=debian:bookworm-slim
+ARG BINARIES=source
 
-FROM debian:bookworm AS build
+FROM ${BUILD_BASE} AS source
 # xgboost (the command-line package): Debian's xgboost-config.cmake names a file it installs.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
@@ -18,17 +22,25 @@ RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DKEPLERSHM_COMPONENTS="kepler-estimate;deploy" \
       -DKEPLERSHM_BUILD_TESTS=OFF -DKEPLERSHM_BUILD_BENCHMARKS=OFF \
  && cmake --build build -j"$(nproc)" --target kepler-estimate keplershm-probe \
- && strip --strip-debug build/bin/kepler-estimate build/bin/keplershm-probe
+ && strip --strip-debug build/bin/kepler-estimate build/bin/keplershm-probe \
+ && mkdir -p /out/bin /out/lib \
+ && cp build/bin/kepler-estimate build/bin/keplershm-probe /out/bin/ \
+ && cp build/lib/libkeplershm.so.1.1.0 /out/lib/
 
-FROM debian:bookworm-slim
+FROM scratch AS prebuilt
+COPY prebuilt/ /out/
+
+FROM ${BINARIES} AS build
+
+FROM ${RUNTIME_BASE}
 # prometheus-cpp (core, pull): /metrics; libxgboost0: XGBoost models; libfmt9; libcurl4 + ca-certificates:
 # the model server. libc6, libstdc++6 and libgcc-s1 are in every Debian image.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libxgboost0 libfmt9 libcurl4 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
-COPY --from=build /src/build/bin/kepler-estimate /src/build/bin/keplershm-probe /usr/local/bin/
-COPY --from=build /src/build/lib/libkeplershm.so.1.1.0 /usr/local/lib/
+COPY --from=build /out/bin/kepler-estimate /out/bin/keplershm-probe /usr/local/bin/
+COPY --from=build /out/lib/libkeplershm.so.1.1.0 /usr/local/lib/
 RUN ldconfig && mkdir -p /var/lib/kepler-estimate/models && chown 65532:65532 /var/lib/kepler-estimate/models
 USER 65532:65532
 EXPOSE 9102

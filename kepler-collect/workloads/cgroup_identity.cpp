@@ -143,6 +143,15 @@ WorkloadIdentity identify_cgroup_path(std::string_view path) {
                 matched = true;
                 break;
             }
+            // podman's cgroupfs manager puts a pod in /libpod_parent/<pod id>: its containers below it in
+            // libpod-<container id> (matched above, which clears this), its conmon processes in
+            // /libpod_parent/<pod id>/conmon. The pod id names no container: what runs there is the runtime.
+            if (!matched && previous == "libpod_parent" && c.size() == 64 && is_hex(c)) {
+                id.runtime = KEPLERSHM_RUNTIME_PODMAN;
+                id.runtime_helper = true;
+                id.container_id.clear();
+                matched = true;
+            }
             // cgroupfs layouts name the container by its bare 64-hex id: /docker/<id>, /kubepods/.../<id>.
             if (!matched && c.size() == 64 && is_hex(c)) {
                 id.container_id = std::string(c);

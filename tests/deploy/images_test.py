@@ -31,13 +31,17 @@ def parse_dockerfile(path):
         text = re.sub(r"\\\n", " ", "\n".join(line for line in f.read().splitlines()
                                                  if not line.lstrip().startswith("#")))
     stages = []
+    global_args = {}  # ARG NAME=default before the first FROM, substituted into FROM lines
     for line in text.splitlines():
         if not line.strip():
             continue
         instruction, _, rest = line.strip().partition(" ")
         instruction = instruction.upper()
-        if instruction == "FROM":
-            stages.append((rest.strip(), []))
+        if instruction == "ARG" and not stages:
+            name, _, default = rest.strip().partition("=")
+            global_args[name] = default
+        elif instruction == "FROM":
+            stages.append((re.sub(r"\$\{(\w+)\}", lambda m: global_args[m.group(1)], rest.strip()), []))
         else:
             stages[-1][1].append((instruction, rest.strip()))
     return stages
@@ -102,8 +106,13 @@ class DockerImages(unittest.TestCase):
         for image in IMAGES:
             stages = self.stages(image)
             self.assertGreaterEqual(len(stages), 2, image)
-            self.assertEqual(stages[0][0], "debian:bookworm AS build", image)
+            self.assertEqual(stages[0][0], "debian:bookworm AS source", image)
             self.assertEqual(stages[-1][0], "debian:bookworm-slim", image)
+            # BINARIES (default source) picks the stage the runtime copies from: the compile, or binaries
+            # built on a Debian 12 host (deploy/containers/build.sh); both put the same files under /out.
+            names = [s[0].split(" AS ")[1] for s in stages if " AS " in s[0]]
+            self.assertEqual(names, ["source", "prebuilt", "build"], image)
+            self.assertEqual(stages[2][0], "source AS build", image)
             runtime = apt_packages(stages[-1])
             self.assertFalse([p for p in runtime if p.endswith("-dev") or p in {"build-essential", "cmake", "clang"}],
                              f"{image}: no build tools in the runtime stage")

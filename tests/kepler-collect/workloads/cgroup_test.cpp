@@ -68,6 +68,20 @@ TEST(CgroupIdentity, ConmonIsARuntimeHelper) {
     EXPECT_TRUE(id.container_id.empty());
 }
 
+TEST(CgroupIdentity, PodmanPodIdIsNoContainerItsConmonIsARuntimeHelper) {
+    // Seen under `podman kube play` with the cgroupfs manager (deploy.containers): the pod id, a bare 64-hex
+    // component, was taken for a container id, so conmon's CPU time became a "container" no runtime knows.
+    const std::string pod = "/libpod_parent/7901c5874c85ca3a93bb122e5a588883153c6a826fbe5bf13074c54df6fa1320";
+    const WorkloadIdentity conmon = identify_cgroup_path(pod + "/conmon");
+    EXPECT_TRUE(conmon.runtime_helper);
+    EXPECT_TRUE(conmon.container_id.empty());
+    EXPECT_EQ(conmon.runtime, static_cast<uint32_t>(KEPLERSHM_RUNTIME_PODMAN));
+    const WorkloadIdentity container =
+        identify_cgroup_path(pod + "/libpod-4ac61e80615e641532ee8e6ff33b61d8bf546668b83f91656134f3566c834247");
+    EXPECT_FALSE(container.runtime_helper);
+    EXPECT_EQ(container.container_id, "4ac61e80615e641532ee8e6ff33b61d8bf546668b83f91656134f3566c834247");
+}
+
 TEST(CgroupIdentity, HostileInputIsBoundedAndNeverAWorkload) {
     EXPECT_EQ(identify_cgroup_path(std::string(10000, '/')).kind, static_cast<uint32_t>(KEPLERSHM_WORKLOAD_SYSTEM));
     EXPECT_EQ(identify_cgroup_path("/kubepods/podNOT-A-UID!/xyz").kind, static_cast<uint32_t>(KEPLERSHM_WORKLOAD_SYSTEM));
