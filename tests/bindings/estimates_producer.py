@@ -24,6 +24,10 @@ from keplershm.serve import frame_table  # noqa: E402
 from keplershm.writer import SEGMENT_ESTIMATES, Writer  # noqa: E402
 
 HUGE = 65537  # one row more than kepler-estimate accepts
+# The "long forgotten" answer names the frame this many sequences back. kepler-estimate remembers the last 16
+# frames it read, so the hostile rotation starts only once that frame exists and is surely forgotten: with
+# max(1, n - 1000) a young collector's frame 1 was still remembered and unanswered, and the answer was accepted.
+FORGOTTEN = 40
 
 
 def curve_watts(frame):
@@ -44,18 +48,23 @@ def raw_answer(writer, generation, sequence, rows):
 
 
 def hostile(frame, writer, turn):
+    """Writes the turn's broken answer to `frame`; False (nothing written) while it is too young to have a
+    forgotten predecessor."""
     node, no = estimates.NO_INDEX, estimates.NO_INDEX
     g, n = frame.generation, frame.sequence
+    if n <= FORGOTTEN:
+        return False
     broken = [
         lambda: raw_answer(writer, g, n, [(0, no, 0, math.nan)]),
         lambda: raw_answer(writer, g, n, [(5, no, 0, 10.0)]),
         lambda: raw_answer(writer, 0, 0, [(0, no, 0, 10.0)]),
         lambda: raw_answer(writer, g ^ 0x5a5a, n, [(0, no, 0, 10.0)]),      # a generation never read
-        lambda: raw_answer(writer, g, max(1, n - 1000), [(0, no, 0, 10.0)]),  # long forgotten
+        lambda: raw_answer(writer, g, n - FORGOTTEN, [(0, no, 0, 10.0)]),  # long forgotten
         lambda: [raw_answer(writer, g, n, [(node, no, 0, 10.0)]) for _ in range(2)],  # twice
         lambda: raw_answer(writer, g, n, [(node, no, 0, 10.0)] + [(no, no, 7, 0.0)] * (HUGE - 1)),
     ]
     broken[turn % len(broken)]()
+    return True
 
 
 def main():
@@ -91,8 +100,7 @@ def main():
         if mode == "slow":
             due.append((time.monotonic() + delay, frame))
         else:
-            hostile(frame, writer, turn)
-            turn += 1
+            turn += hostile(frame, writer, turn)
 
 
 if __name__ == "__main__":
