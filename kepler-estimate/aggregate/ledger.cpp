@@ -13,6 +13,19 @@ constexpr const char* kSystem = "system_processes";
 constexpr const char* kKernel = "kernel_processes";
 constexpr const char* kUnaccounted = "unaccounted";
 constexpr const char* kSystemNamespace = "system";
+constexpr const char* kKernelNamespace = "kernel";  // Kepler 0.7 puts kernel_processes in namespace "kernel"
+// Usage counters that Kepler 0.7 exports; the others in a frame's mask (energy, node CPU) are not per process.
+constexpr uint64_t kUsageMetrics = KEPLERSHM_METRIC_CPU_TIME | KEPLERSHM_METRIC_CYCLES | KEPLERSHM_METRIC_INSTRUCTIONS |
+                                   KEPLERSHM_METRIC_CACHE_MISSES | KEPLERSHM_METRIC_PAGE_CACHE | KEPLERSHM_METRIC_SOFTIRQ;
+
+const char* source_name(uint32_t source) {
+    switch (source) {
+    case KEPLERSHM_SOURCE_BPF: return "bpf";
+    case KEPLERSHM_SOURCE_PROCFS: return "procfs";
+    case KEPLERSHM_SOURCE_SYNTHETIC: return "synthetic";
+    default: return "none";
+    }
+}
 
 void clear_interval(EntityEnergy& e) { std::fill(e.interval.begin(), e.interval.end(), EnergyPair{}); }
 
@@ -36,6 +49,36 @@ void EntityEnergy::add(size_t zone, uint64_t dynamic_uj, uint64_t idle_uj) {
     interval[zone].dynamic_uj += dynamic_uj;
     interval[zone].idle_uj += idle_uj;
 }
+
+// Hardware counters count only when the record says they are valid (a PMU may be shared or absent
+// for one process): a missing value adds nothing rather than a fake zero reading.
+void UsageTotals::add(const keplershm_process& p) {
+    cpu_time_ns += p.cpu_time_ns;
+    if (p.flags & KEPLERSHM_PROC_PAGE_CACHE_VALID) page_cache_hits += p.page_cache_hits;
+    if (p.flags & KEPLERSHM_PROC_SOFTIRQ_VALID) {
+        net_tx_irq += p.softirq[2];
+        net_rx_irq += p.softirq[3];
+        block_irq += p.softirq[4];
+    }
+    if (p.flags & KEPLERSHM_PROC_CYCLES_VALID) cycles += p.cycles;
+    if (p.flags & KEPLERSHM_PROC_INSTRUCTIONS_VALID) instructions += p.instructions;
+    if (p.flags & KEPLERSHM_PROC_CACHE_MISSES_VALID) cache_misses += p.cache_misses;
+}
+
+namespace {
+
+const char* runtime_name(uint32_t runtime) {
+    switch (runtime) {
+    case KEPLERSHM_RUNTIME_DOCKER: return "docker";
+    case KEPLERSHM_RUNTIME_CONTAINERD: return "containerd";
+    case KEPLERSHM_RUNTIME_CRIO: return "cri-o";
+    case KEPLERSHM_RUNTIME_PODMAN: return "podman";
+    case KEPLERSHM_RUNTIME_LIBVIRT: return "libvirt";
+    default: return "unknown";
+    }
+}
+
+}  // namespace
 
 size_t Ledger::zone_slot(const ZoneKey& zone) {
     for (size_t i = 0; i < zones_.size(); ++i) {
@@ -83,9 +126,10 @@ ContainerEntry& Ledger::container_for(const keplershm::FrameView& frame, uint32_
         c.container_id = key;
         if (key == kSystem || key == kKernel) {
             c.container_name = c.pod_name = key;
-            c.namespace_name = kSystemNamespace;
+            c.namespace_name = key == kKernel ? kKernelNamespace : kSystemNamespace;
         } else if (w != nullptr) {
             c.container_name = std::string(keplershm::get_text(w->container_name));
+            c.runtime = runtime_name(w->runtime);
             if (kind == KEPLERSHM_WORKLOAD_POD) {
                 c.pod_name = std::string(keplershm::get_text(w->pod_name));
                 c.namespace_name = std::string(keplershm::get_text(w->pod_namespace));
@@ -99,6 +143,7 @@ ContainerEntry& Ledger::container_for(const keplershm::FrameView& frame, uint32_
         if (new_vm) {
             vm->second.vm_id = vm_id;
             vm->second.vm_name = std::string(keplershm::get_text(w->vm_name));
+            vm->second.hypervisor = runtime_name(w->runtime);
         }
     }
     return c;
@@ -129,11 +174,25 @@ void Ledger::expire(uint64_t now_ns) {
     });
 }
 
+void Ledger::note_node_usage(const keplershm::FrameView& frame) {
+    usage_mask_ |= frame.header().metric_mask & kUsageMetrics;
+    cpu_model_ = std::string(keplershm::get_text(frame.segment().cpu_model));
+    collector_source_ = source_name(frame.source());
+    uint64_t busy = 0, all = 0;
+    for (const keplershm_cpu_sample& c : frame.cpus()) {
+        const uint64_t b = c.user_ns + c.nice_ns + c.system_ns + c.irq_ns + c.softirq_ns + c.steal_ns;
+        busy += b;
+        all += b + c.idle_ns + c.iowait_ns;
+    }
+    cpu_usage_ratio_ = all > 0 ? static_cast<double>(busy) / static_cast<double>(all) : 0.0;
+}
+
 void Ledger::add_frame(const keplershm::FrameView& frame, const Attribution& attribution, const std::string& source) {
     const uint64_t now = frame.interval_end_ns();
     interval_s_ = static_cast<double>(frame.interval_end_ns() - frame.interval_start_ns()) / 1e9;
     ++frames_;
     begin_interval(now);
+    note_node_usage(frame);
 
     std::vector<size_t> slots;
     for (const ZoneShares& s : attribution.zones) {
@@ -196,6 +255,9 @@ void Ledger::add_frame(const keplershm::FrameView& frame, const Attribution& att
         proc.container_id = container.container_id;
         proc.vm_id = vm != nullptr ? vm->vm_id : std::string();
         proc.energy.last_seen_ns = now;
+        proc.usage.add(p);
+        container.usage.add(p);
+        if (vm != nullptr) vm->usage.add(p);
 
         for (size_t z = 0; z < attribution.zones.size(); ++z) {
             const uint64_t dyn = attribution.zones[z].dynamic_uj[i];

@@ -29,6 +29,16 @@ struct EntityEnergy {
     void add(size_t zone, uint64_t dynamic_uj, uint64_t idle_uj);
 };
 
+/// Kepler 0.7's usage counters of one entity, accumulated from per-interval values so that they never
+/// decrease (as energy). Which of them are real is Ledger::usage_mask(). Plain value.
+struct UsageTotals {
+    uint64_t cpu_time_ns = 0;
+    uint64_t page_cache_hits = 0;
+    uint64_t net_tx_irq = 0, net_rx_irq = 0, block_irq = 0;  // softirq vectors NET_TX, NET_RX, BLOCK
+    uint64_t cycles = 0, instructions = 0, cache_misses = 0;
+    void add(const keplershm_process& p);
+};
+
 /// Processes are keyed by (pid, start time), never pid alone.
 struct ProcessKey {
     uint32_t pid = 0;
@@ -41,6 +51,7 @@ struct ProcessKeyHash {
 
 struct ProcessEntry {
     EntityEnergy energy;
+    UsageTotals usage;
     std::string command;
     std::string container_id;  // container-level key it belongs to
     std::string vm_id;
@@ -50,7 +61,9 @@ struct ProcessEntry {
 /// Kepler's container labels (system and kernel processes and the unaccounted record get fixed names).
 struct ContainerEntry {
     EntityEnergy energy;
+    UsageTotals usage;
     std::string container_id, container_name, pod_name, namespace_name, pod_key;
+    std::string runtime;  // "docker", "containerd", "cri-o", "podman" or "unknown"
 };
 struct PodEntry {
     EntityEnergy energy;
@@ -58,7 +71,9 @@ struct PodEntry {
 };
 struct VmEntry {
     EntityEnergy energy;
+    UsageTotals usage;
     std::string vm_id, vm_name;
+    std::string hypervisor;  // the collector's runtime name ("libvirt") or "unknown"
 };
 
 struct LedgerOptions {
@@ -88,6 +103,14 @@ public:
     [[nodiscard]] double interval_s() const noexcept { return interval_s_; }
     [[nodiscard]] uint64_t frames() const noexcept { return frames_; }
     [[nodiscard]] uint64_t process_series_refused() const noexcept { return process_series_refused_; }
+    /// enum keplershm_metric bits any frame carried: usage families exist only for these.
+    [[nodiscard]] uint64_t usage_mask() const noexcept { return usage_mask_; }
+    /// The collector's process source of the latest frame: "bpf", "procfs" or "synthetic".
+    [[nodiscard]] const std::string& collector_source() const noexcept { return collector_source_; }
+    /// The node's CPU model as the collector read it.
+    [[nodiscard]] const std::string& cpu_model() const noexcept { return cpu_model_; }
+    /// Busy share of the node's CPU time over the latest interval (0 when the frame had no CPU samples).
+    [[nodiscard]] double cpu_usage_ratio() const noexcept { return cpu_usage_ratio_; }
     /// Sum of the total (dynamic + idle) over the slots that count in totals.
     [[nodiscard]] uint64_t total_uj(const std::vector<EnergyPair>& by_zone) const noexcept;
 
@@ -96,6 +119,7 @@ private:
     ContainerEntry& container_for(const keplershm::FrameView& frame, uint32_t workload_index, std::string& vm_id);
     void begin_interval(uint64_t now_ns);
     void expire(uint64_t now_ns);
+    void note_node_usage(const keplershm::FrameView& frame);
 
     LedgerOptions options_;
     std::vector<ZoneKey> zones_;
@@ -110,6 +134,10 @@ private:
     uint64_t process_series_refused_ = 0;
     double interval_s_ = 0;
     uint64_t frames_ = 0;
+    uint64_t usage_mask_ = 0;
+    std::string collector_source_;
+    std::string cpu_model_;
+    double cpu_usage_ratio_ = 0;
 };
 
 }  // namespace kepler_estimate

@@ -30,6 +30,14 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
     app.add_flag("--process-metrics", o.process_metrics, "export kepler_process_* series");
+    app.add_option("--metric-names", o.metric_names,
+                   "Kepler name set: kepler-0.7 (kepler_container_joules_total, ...), kepler-0.10 "
+                   "(kepler_container_cpu_joules_total, ...) or both")
+        ->check(CLI::IsMember({"kepler-0.7", "kepler-0.10", "both"}))
+        ->capture_default_str();
+    app.add_flag("--hide-estimated-idle", o.hide_estimated_idle,
+                 "Kepler 0.7 names: no mode=\"idle\" series when power is modelled (Kepler's default; then containers "
+                 "no longer sum to the node)");
     app.add_option("--max-process-series", o.max_process_series, "cap on processes with series")->capture_default_str();
     app.add_flag("--top", o.top, "terminal view of the top processes and containers, each interval");
     app.add_option("--model-server", o.model_server, "fetch missing xgboost models from URL/<model dir name>/model.json");
@@ -49,6 +57,16 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
     }
     o.listen_given = listen->count() > 0;
     return o;
+}
+
+ExportOptions export_options(const Options& o) {
+    ExportOptions e;
+    e.process_metrics = o.process_metrics;
+    const std::optional<MetricNames> names = metric_names_from_string(o.metric_names);
+    if (!names) throw std::invalid_argument(fmt::format("--metric-names {} is not kepler-0.7, kepler-0.10 or both", o.metric_names));
+    e.names = *names;
+    e.estimated_idle = !o.hide_estimated_idle;
+    return e;
 }
 
 EstimatorOptions estimator_options(const Options& o) {

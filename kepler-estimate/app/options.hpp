@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "app/estimator.hpp"
+#include "export/prometheus_export.hpp"
 
 namespace kepler_estimate {
 
@@ -22,6 +23,8 @@ struct Options {
     std::string idle_policy = "cpu-share";
     double retention_s = 300;
     bool process_metrics = false;
+    std::string metric_names = "kepler-0.7";  // kepler-0.7 | kepler-0.10 | both
+    bool hide_estimated_idle = false;          // Kepler's EXPOSE_ESTIMATED_IDLE_POWER_METRICS=false
     size_t max_process_series = 1000;
     bool top = false;
     std::string model_server;
@@ -35,5 +38,7 @@ struct Options {
 [[nodiscard]] std::optional<Options> parse_options(int argc, char** argv, int& exit_code);
 /// Throws std::invalid_argument naming the bad option.
 [[nodiscard]] EstimatorOptions estimator_options(const Options& options);
+/// Throws std::invalid_argument naming the bad option.
+[[nodiscard]] ExportOptions export_options(const Options& options);
 
 }  // namespace kepler_estimate

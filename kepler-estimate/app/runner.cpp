@@ -138,8 +138,7 @@ int run_live(const Options& o, Estimator& estimator, const ExportOptions& export
 
 int run(const Options& o, const std::atomic<bool>& stop) {
     Estimator estimator(estimator_options(o));
-    ExportOptions export_options;
-    export_options.process_metrics = o.process_metrics;
+    ExportOptions export_options = kepler_estimate::export_options(o);
     if (!o.replay.empty()) {
         export_options.include_timing = false;
         return run_replay(o, estimator, export_options);

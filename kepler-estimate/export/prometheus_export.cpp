@@ -1,5 +1,7 @@
 #include "export/prometheus_export.hpp"
 
+#include "export/families.hpp"
+
 #include <fmt/format.h>
 #include <prometheus/text_serializer.h>
 
@@ -14,105 +16,9 @@ using prometheus::MetricType;
 
 namespace {
 
-using Labels = std::vector<ClientMetric::Label>;
-
-/// Families by name, so that series of several zones/sockets land in one family. Not thread-safe.
-class FamilyBuilder {
-public:
-    void add(const std::string& name, const std::string& help, MetricType type, Labels labels, double value) {
-        MetricFamily& f = families_[name];
-        if (f.name.empty()) {
-            f.name = name;
-            f.help = help;
-            f.type = type;
-        }
-        ClientMetric m;
-        m.label = std::move(labels);
-        if (type == MetricType::Counter) m.counter.value = value;
-        else m.gauge.value = value;
-        f.metric.push_back(std::move(m));
-    }
-    void add_family(MetricFamily family) { families_[family.name] = std::move(family); }
-    std::vector<MetricFamily> take() {
-        std::vector<MetricFamily> out;
-        for (auto& [_, f] : families_) out.push_back(std::move(f));
-        return out;
-    }
-
-private:
-    std::map<std::string, MetricFamily> families_;  // sorted: identical input gives identical text
-};
-
-double joules(uint64_t uj) { return static_cast<double>(uj) / 1e6; }
-
-/// Per zone kind (sockets summed) and per mode, the total over the slots that count in totals.
-struct ByKind {
-    std::map<ZoneKind, EnergyPair> zones;
-    EnergyPair total;
-};
-
-ByKind by_kind(const Ledger& ledger, const std::vector<EnergyPair>& energy) {
-    ByKind out;
-    for (size_t z = 0; z < energy.size() && z < ledger.zones().size(); ++z) {
-        EnergyPair& k = out.zones[ledger.zones()[z].kind];
-        k.dynamic_uj += energy[z].dynamic_uj;
-        k.idle_uj += energy[z].idle_uj;
-        if (ledger.counts_in_total(z)) {
-            out.total.dynamic_uj += energy[z].dynamic_uj;
-            out.total.idle_uj += energy[z].idle_uj;
-        }
-    }
-    return out;
-}
-
-Labels with_mode(Labels labels, const char* mode) {
-    labels.push_back({"mode", mode});
-    return labels;
-}
-
-/// kepler_<level>_joules_total, kepler_<level>_<zone>_joules_total and kepler_<level>_watts.
-void add_workload(FamilyBuilder& b, const Ledger& ledger, const std::string& level, const Labels& labels,
-                  const EntityEnergy& energy) {
-    const ByKind total = by_kind(ledger, energy.total);
-    const ByKind interval = by_kind(ledger, energy.interval);
-    const double dt = ledger.interval_s() > 0 ? ledger.interval_s() : 1.0;
-    for (const char* mode : {"dynamic", "idle"}) {
-        const bool dynamic = mode[0] == 'd';
-        auto pick = [&](const EnergyPair& e) { return dynamic ? e.dynamic_uj : e.idle_uj; };
-        b.add(fmt::format("kepler_{}_joules_total", level), fmt::format("Energy of the {} over all its zones, in joules", level),
-              MetricType::Counter, with_mode(labels, mode), joules(pick(total.total)));
-        b.add(fmt::format("kepler_{}_watts", level), fmt::format("Power of the {} over the last interval, in watts", level),
-              MetricType::Gauge, with_mode(labels, mode), joules(pick(interval.total)) / dt);
-        for (const auto& [kind, e] : total.zones) {
-            b.add(fmt::format("kepler_{}_{}_joules_total", level, zone_name(kind)),
-                  fmt::format("Energy of the {} in zone {}, in joules", level, zone_name(kind)), MetricType::Counter,
-                  with_mode(labels, mode), joules(pick(e)));
-        }
-    }
-}
-
-void add_node(FamilyBuilder& b, const Estimator& est) {
-    const Ledger& ledger = est.ledger();
-    const EntityEnergy& node = ledger.node();
-    const double dt = ledger.interval_s() > 0 ? ledger.interval_s() : 1.0;
-    for (size_t z = 0; z < node.total.size() && z < ledger.zones().size(); ++z) {
-        const ZoneKey& zone = ledger.zones()[z];
-        const Labels labels = {{"package", socket_label(zone.socket)},
-                               {"instance", clean_label(est.node_name())},
-                               {"source", clean_label(ledger.node_sources()[z])}};
-        for (const char* mode : {"dynamic", "idle"}) {
-            const bool dynamic = mode[0] == 'd';
-            const uint64_t total = dynamic ? node.total[z].dynamic_uj : node.total[z].idle_uj;
-            const uint64_t interval = dynamic ? node.interval[z].dynamic_uj : node.interval[z].idle_uj;
-            b.add(fmt::format("kepler_node_{}_joules_total", zone_name(zone.kind)),
-                  fmt::format("Node energy in zone {} (primary model), in joules", zone_name(zone.kind)), MetricType::Counter,
-                  with_mode(labels, mode), joules(total));
-            b.add(fmt::format("kepler_node_{}_watts", zone_name(zone.kind)),
-                  fmt::format("Node power in zone {} over the last interval (primary model), in watts", zone_name(zone.kind)),
-                  MetricType::Gauge, with_mode(labels, mode), joules(interval) / dt);
-        }
-    }
-}
+using families::FamilyBuilder;
+using families::joules;
+using families::Labels;
 
 /// The estimates channel of an external model (PROTOCOL.md §8): how its answers fared.
 void add_external(FamilyBuilder& b, const std::string& model, const ExternalReport& x) {
@@ -222,41 +128,19 @@ std::string clean_label(std::string_view text) {
     return out;
 }
 
+std::optional<MetricNames> metric_names_from_string(std::string_view text) noexcept {
+    if (text == "kepler-0.7") return MetricNames::kepler07;
+    if (text == "kepler-0.10") return MetricNames::kepler010;
+    if (text == "both") return MetricNames::both;
+    return std::nullopt;
+}
+
 std::vector<MetricFamily> PrometheusExport::Collect() const {
     std::lock_guard lock(estimator_.mutex());
     FamilyBuilder b;
-    const Ledger& ledger = estimator_.ledger();
-    add_node(b, estimator_);
-    for (const auto& [_, c] : ledger.containers()) {
-        add_workload(b, ledger, "container",
-                     {{"container_id", clean_label(c.container_id)}, {"pod_name", clean_label(c.pod_name)},
-                      {"container_name", clean_label(c.container_name)}, {"container_namespace", clean_label(c.namespace_name)}},
-                     c.energy);
-    }
-    for (const auto& [_, p] : ledger.pods()) {
-        add_workload(b, ledger, "pod", {{"pod_name", clean_label(p.pod_name)}, {"container_namespace", clean_label(p.namespace_name)}},
-                     p.energy);
-    }
-    for (const auto& [name, n] : ledger.namespaces()) add_workload(b, ledger, "namespace", {{"container_namespace", clean_label(name)}}, n);
-    for (const auto& [_, v] : ledger.vms()) {
-        add_workload(b, ledger, "vm", {{"vm_id", clean_label(v.vm_id)}, {"vm_name", clean_label(v.vm_name)}}, v.energy);
-    }
-    if (options_.process_metrics) {
-        std::vector<std::pair<ProcessKey, const ProcessEntry*>> procs;
-        for (const auto& [key, p] : ledger.processes()) {
-            if (p.exported) procs.emplace_back(key, &p);
-        }
-        std::sort(procs.begin(), procs.end(), [](const auto& a, const auto& b) {
-            return std::tie(a.first.pid, a.first.start_time_ticks) < std::tie(b.first.pid, b.first.start_time_ticks);
-        });
-        for (const auto& [key, p] : procs) {
-            add_workload(b, ledger, "process",
-                         {{"pid", std::to_string(key.pid)}, {"start_time", std::to_string(key.start_time_ticks)},
-                          {"container_id", clean_label(p->container_id)}, {"vm_id", clean_label(p->vm_id)},
-                          {"command", clean_label(p->command)}},
-                         p->energy);
-        }
-    }
+    // The two sets share no family name, so `both` counts nothing twice within either set.
+    if (options_.names != MetricNames::kepler010) families::add_kepler07(b, estimator_, options_);
+    if (options_.names != MetricNames::kepler07) families::add_kepler010(b, estimator_, options_);
     add_models(b, estimator_);
     add_health(b, estimator_, options_.include_timing);
     return b.take();

@@ -1,9 +1,12 @@
-// Prometheus export: Kepler 0.7 metric names and labels for the primary model, kepler_model_* for
-// every model (A/B), and the estimator's health. Values are read from the Estimator at scrape time.
+// Prometheus export: Kepler's metric names and labels (0.7, >= 0.10 or both) for the primary model,
+// kepler_model_* for every model (A/B), and the estimator's health. Values are read from the
+// Estimator at scrape time.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <prometheus/collectable.h>
@@ -13,9 +16,18 @@
 
 namespace kepler_estimate {
 
+/// Which of Kepler's name sets the Kepler-compatible families use; `both` serves each set whole.
+enum class MetricNames { kepler07, kepler010, both };
+/// "kepler-0.7", "kepler-0.10" or "both"; nullopt for anything else.
+[[nodiscard]] std::optional<MetricNames> metric_names_from_string(std::string_view text) noexcept;
+
 struct ExportOptions {
     bool process_metrics = false;  // kepler_process_* (capped by LedgerOptions::process_series_cap)
     bool include_timing = true;    // wall-clock dependent series (latency); off for replay output
+    MetricNames names = MetricNames::kepler07;
+    // Kepler 0.7 mode="idle" series when the power is modelled (Kepler: EXPOSE_ESTIMATED_IDLE_POWER_METRICS,
+    // default off). On by default here: without them the containers no longer sum to the node.
+    bool estimated_idle = true;
 };
 
 /// A prometheus-cpp Collectable over an Estimator. Thread-safe: Collect() locks the estimator.

@@ -1,13 +1,14 @@
-// End to end: a test writer publishes frames (the real collector will take its place), the
-// kepler-estimate binary serves /metrics, a real Prometheus server scrapes it, and PromQL says that
-// the containers' energy sums to the node's and that no counter ever went backwards, across a
-// writer restart.
+// End to end: a test writer or the real collector publishes frames, the kepler-estimate binary
+// serves /metrics, a real Prometheus server scrapes it, and PromQL says that the containers' energy
+// sums to the node's, that no counter ever went backwards (across a writer restart), and that the
+// queries of Kepler's dashboards return data for each name set.
 #include <curl/curl.h>
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
 #include <atomic>
+#include <map>
 #include <functional>
 #include <filesystem>
 #include <fstream>
@@ -106,6 +107,23 @@ Child start_prometheus(const fs::path& dir, int target_port, int port) {
                  (dir / "prometheus.log").string());
 }
 
+/// The estimator's /metrics once it has Kepler series (`marker`), or "" after 30 s.
+std::string scrape_when_ready(int port, const std::string& marker) {
+    std::string metrics;
+    wait_for([&] {
+        return http_get(fmt::format("http://127.0.0.1:{}/metrics", port), metrics) == 200 && metrics.find(marker) != std::string::npos;
+    }, std::chrono::seconds(30));
+    return metrics;
+}
+
+/// promtool's complaints about an exposition ("" when clean).
+std::string promtool_lint(const fs::path& file, const std::string& text, int& status) {
+    std::ofstream(file) << text;
+    std::string lint;
+    status = promtool_check(file.string(), lint);
+    return lint;
+}
+
 /// At several evaluation times: the containers' energy equals the node's (each scrape is one
 /// consistent snapshot), and no counter was ever reset. `node` is the PromQL of the node's total.
 void expect_conserved_and_monotonic(int port, const std::string& node) {
@@ -141,7 +159,7 @@ TEST(PrometheusEndToEnd, ContainerEnergySumsToTheNodeInPromQL) {
     }, std::chrono::seconds(20))) << read_file((dir.path() / "estimator.log").string());
     std::ofstream(dir.path() / "live.prom") << metrics;
     std::string lint;
-    EXPECT_EQ(run_command({"/bin/sh", "-c", "promtool check metrics < " + (dir.path() / "live.prom").string()}, lint), 0) << lint;
+    EXPECT_EQ(promtool_check((dir.path() / "live.prom").string(), lint), 0) << lint;
     EXPECT_EQ(lint, "");
     EXPECT_NE(metrics.find("kepler_estimator_frame_latency_seconds_bucket"), std::string::npos);
 
@@ -162,6 +180,141 @@ TEST(PrometheusEndToEnd, ContainerEnergySumsToTheNodeInPromQL) {
     EXPECT_GE(query(prometheus_port, "count(kepler_process_joules_total)").value_or(0), 3.0);
     EXPECT_EQ(query(prometheus_port, "sum(kepler_model_info{selected=\"true\",model=\"measured\"})"), 1.0);
 }
+
+#ifdef COLLECT_BINARY
+namespace {
+
+/// A fake powercap tree with package-0 and its dram zone whose counters advance on their own thread
+/// (about 20 W and 4 W), as RAPL's do. Thread-safe via its destructor.
+class FakeRapl {
+public:
+    explicit FakeRapl(const fs::path& root) : root_(root) {
+        for (const auto& [dir, name] : {std::pair{"intel-rapl:0", "package-0"}, std::pair{"intel-rapl:0:0", "dram"}}) {
+            fs::create_directories(root_ / "class/powercap" / dir);
+            std::ofstream(root_ / "class/powercap" / dir / "name") << name << "\n";
+            std::ofstream(root_ / "class/powercap" / dir / "max_energy_range_uj") << "262143328850\n";
+            write(dir, 1'000'000);
+        }
+        thread_ = std::thread([this] { run(); });
+    }
+    ~FakeRapl() {
+        stop_ = true;
+        thread_.join();
+    }
+
+private:
+    void write(const std::string& dir, uint64_t uj) {
+        const fs::path file = root_ / "class/powercap" / dir / "energy_uj";
+        std::ofstream(file.string() + ".tmp") << uj << "\n";
+        fs::rename(file.string() + ".tmp", file);  // the collector never reads half a number
+    }
+    void run() {
+        for (uint64_t i = 1; !stop_; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            write("intel-rapl:0", 1'000'000 + i * 1'000'000);
+            write("intel-rapl:0:0", 1'000'000 + i * 200'000);
+        }
+    }
+
+    fs::path root_;
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+};
+
+/// PromQL of Kepler 0.7's dashboard panels that must return data.
+void expect_kepler07_panels(int port) {
+    for (const char* zone : {"package", "dram", "other", "gpu"}) {
+        for (const char* by : {"pod_name, container_namespace", "container_namespace"}) {
+            const std::string q = fmt::format("sum by ({}) (irate(kepler_container_{}_joules_total[1m]))", by, zone);
+            EXPECT_TRUE(query(port, q)) << q;
+        }
+    }
+    EXPECT_GT(query(port, "sum(irate(kepler_container_package_joules_total[1m]))").value_or(0), 1.0) << "about 20 W on the package";
+    EXPECT_GT(query(port, "sum(irate(kepler_container_dram_joules_total[1m]))").value_or(0), 0.1) << "about 4 W on the dram";
+    // Per zone, the containers (with system, kernel and unaccounted) sum to the node, in one scrape.
+    for (const char* zone : {"package", "dram"}) {
+        const std::string node = fmt::format("sum(kepler_node_{}_joules_total)", zone);
+        const auto diff = query(port, fmt::format("sum(kepler_container_{}_joules_total) - {}", zone, node));
+        ASSERT_TRUE(diff) << zone;
+        EXPECT_NEAR(*diff, 0.0, 1e-9 * query(port, node).value_or(0) + 1e-6) << zone;
+    }
+    // Usage counters and info, as Kepler's dashboards and checks read them.
+    EXPECT_TRUE(query(port, "sum(irate(kepler_container_bpf_cpu_time_ms_total[1m]))"));
+    EXPECT_EQ(query(port, "count(kepler_node_info{components_power_source=\"rapl-sysfs\"})"), 1.0);
+    EXPECT_EQ(query(port, "count(kepler_exporter_build_info)"), 1.0);
+}
+
+/// Kepler >= 0.10's names from the same scrapes: the node per zone equals the 0.7 node, pods by namespace.
+void expect_kepler010_panels(int port) {
+    for (const char* zone : {"package", "dram"}) {
+        const auto diff = query(port, fmt::format("sum(kepler_node_cpu_joules_total{{zone=\"{}\"}}) - sum(kepler_node_{}_joules_total)", zone, zone));
+        ASSERT_TRUE(diff) << zone;
+        EXPECT_NEAR(*diff, 0.0, 1e-6) << "both name sets come from one ledger: " << zone;
+        EXPECT_TRUE(query(port, fmt::format("sum by (zone) (rate(kepler_node_cpu_joules_total{{zone=\"{}\"}}[1m]))", zone)));
+    }
+    EXPECT_TRUE(query(port, "sum(kepler_node_cpu_watts)"));
+    EXPECT_TRUE(query(port, "kepler_node_cpu_usage_ratio"));
+    EXPECT_TRUE(query(port, "sum by (pid, comm) (rate(kepler_process_cpu_joules_total[1m]))"));
+    EXPECT_TRUE(query(port, "sum(rate(kepler_process_cpu_seconds_total[1m]))"));
+    EXPECT_EQ(query(port, "count(kepler_build_info)"), 1.0);
+}
+
+}  // namespace
+
+TEST(PrometheusEndToEnd, KeplerDashboardsOnFakeRaplFedByTheRealCollector) {
+    if (!fs::exists("/usr/bin/prometheus")) GTEST_SKIP() << "no Prometheus server (Debian package prometheus)";
+    TempDir dir;
+    FakeRapl rapl(dir.path() / "sys");
+    const std::string segment = unique_segment_name("e2e-rapl");
+    const SegmentCleanup cleanup{segment};
+    Child collector({COLLECT_BINARY, "--shm-name", segment, "--interval", "250ms", "--source", "procfs", "--kube", "off",
+                     "--sysfs-root", (dir.path() / "sys").string(), "--replace-live"},
+                    (dir.path() / "collector.log").string());
+    // One estimator per name set on the same segment; Prometheus scrapes `both`.
+    std::map<std::string, int> ports;
+    std::vector<std::unique_ptr<Child>> estimators;
+    for (const char* names : {"kepler-0.7", "kepler-0.10", "both"}) {
+        ports[names] = free_port();
+        estimators.push_back(std::make_unique<Child>(
+            std::vector<std::string>{ESTIMATE_BINARY, "--shm-name", segment, "--listen", fmt::format("127.0.0.1:{}", ports[names]),
+                                     "--metric-names", names, "--process-metrics", "--max-process-series", "200"},
+            (dir.path() / fmt::format("estimator-{}.log", names)).string()));
+    }
+    const std::map<std::string, std::string> markers = {
+        {"kepler-0.7", "kepler_container_dram_joules_total{"}, {"kepler-0.10", "kepler_node_cpu_joules_total{"}, {"both", "kepler_node_info{"}};
+    for (const auto& [names, port] : ports) {
+        const std::string metrics = scrape_when_ready(port, markers.at(names));
+        ASSERT_FALSE(metrics.empty()) << names << read_file((dir.path() / "collector.log").string());
+        int status = 0;
+        const std::string lint = promtool_lint(dir.path() / (names + ".prom"), metrics, status);
+        EXPECT_EQ(status, 0) << names << ": " << lint;
+        EXPECT_EQ(lint, "") << names;
+    }
+
+    const int prometheus_port = free_port();
+    Child prometheus = start_prometheus(dir.path(), ports.at("both"), prometheus_port);
+    ASSERT_TRUE(wait_for([&] { return query(prometheus_port, "sum(irate(kepler_container_dram_joules_total[1m])) > 0").has_value(); },
+                         std::chrono::seconds(60)))
+        << read_file((dir.path() / "prometheus.log").string());
+    expect_kepler07_panels(prometheus_port);
+    expect_kepler010_panels(prometheus_port);
+
+    // Kepler's "kWh per day" panel samples each minute: it has data once two minute marks have passed.
+    const std::string kwh = "sum by (container_namespace) (increase(kepler_container_package_joules_total[24h:1m])) * 2.7778e-7";
+    ASSERT_TRUE(wait_for([&] { return query(prometheus_port, "sum(" + kwh + ") > 0").has_value(); }, std::chrono::seconds(150)))
+        << "no kWh/day after 150 s";
+    // Carbon: kWh x a grid factor (gCO2e per kWh, a dashboard variable), in one evaluation.
+    EXPECT_GT(query(prometheus_port, "sum(" + kwh + ") * 475").value_or(0), 0.0);
+    EXPECT_NEAR(query(prometheus_port, "(sum(" + kwh + ") * 475) / sum(" + kwh + ")").value_or(0), 475.0, 1e-9);
+
+    // Bounded cardinality: the few containers of this host (system, kernel, unaccounted and any local
+    // runtime's), at most 200 processes, every family fixed by name sets.
+    const double series = query(prometheus_port, "count({__name__=~\"kepler_.+\"})").value_or(1e9);
+    EXPECT_LT(series, 200 * 60 + 2000) << "series of all kepler families";
+    EXPECT_LE(query(prometheus_port, "count(kepler_container_joules_total)").value_or(1e9), 2 * 50.0);
+    EXPECT_EQ(query(prometheus_port, "sum(resets(kepler_container_joules_total[5m])) + sum(resets(kepler_node_cpu_joules_total[5m]))"), 0.0);
+}
+#endif
 
 #ifdef COLLECT_BINARY
 TEST(PrometheusEndToEnd, FedByTheRealCollector) {

@@ -83,7 +83,7 @@ TEST(Replay, PromtoolAcceptsTheExposition) {
         const fs::path prom = dir.path() / "out.prom";
         ASSERT_EQ(replay(rec, dir.path() / "out.csv", prom, log), 0) << log;
         std::string lint;
-        const int rc = run_command({"/bin/sh", "-c", "promtool check metrics < " + prom.string()}, lint);
+        const int rc = promtool_check(prom.string(), lint);
         EXPECT_EQ(rc, 0) << lint;
         EXPECT_EQ(lint, "") << lint;
         const std::string text = read_file(prom.string());
@@ -114,6 +114,8 @@ TEST(Replay, BadCommandLinesAreRefused) {
     EXPECT_NE(run_command({ESTIMATE_BINARY, "--replay", "x", "--model", "broken"}, log), 0);
     EXPECT_NE(log.find("NAME=SPEC"), std::string::npos) << log;
     EXPECT_NE(run_command({ESTIMATE_BINARY, "--replay", "x", "--idle-policy", "sometimes"}, log), 0);
+    EXPECT_NE(run_command({ESTIMATE_BINARY, "--replay", "x", "--metric-names", "kepler-1.0"}, log), 0);
+    EXPECT_NE(log.find("--metric-names"), std::string::npos) << log;
 }
 
 TEST(Replay, RecordingAcrossAWriterRestartKeepsCounting) {

@@ -40,4 +40,9 @@ long http_get(const std::string& url, std::string& body);
 
 std::string read_file(const std::string& path);
 
+/// `promtool check metrics` on an exposition file: its exit status, and its findings except the one
+/// Kepler 0.7's own names cause ("kepler_*_bpf_cpu_time_ms_total ... abbreviated units": kept, because
+/// Kepler's dashboards query that name). `findings` is "" for a clean exposition.
+int promtool_check(const std::string& path, std::string& findings);
+
 }  // namespace estimate_test

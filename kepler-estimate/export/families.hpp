@@ -1,0 +1,55 @@
+// Private to export/: the family builder and the helpers that the Kepler 0.7 and Kepler >= 0.10
+// name sets share. Each set is one function over the estimator (caller holds its mutex).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <prometheus/metric_family.h>
+
+#include "app/estimator.hpp"
+#include "export/prometheus_export.hpp"
+
+namespace kepler_estimate::families {
+
+using Labels = std::vector<prometheus::ClientMetric::Label>;
+
+/// Families by name, so that series of several zones/sockets land in one family. Not thread-safe.
+class FamilyBuilder {
+public:
+    void add(const std::string& name, const std::string& help, prometheus::MetricType type, Labels labels, double value);
+    void add_family(prometheus::MetricFamily family) { families_[family.name] = std::move(family); }
+    std::vector<prometheus::MetricFamily> take();
+
+private:
+    std::map<std::string, prometheus::MetricFamily> families_;  // sorted: identical input gives identical text
+};
+
+[[nodiscard]] inline double joules(uint64_t uj) { return static_cast<double>(uj) / 1e6; }
+/// Length of the latest interval; 1 s before the first frame so that watts are 0, not NaN.
+[[nodiscard]] double interval_or_one(const Ledger& ledger);
+
+/// Per zone kind (sockets summed) and per mode, the total over the slots that count in totals.
+struct ByKind {
+    std::map<ZoneKind, EnergyPair> zones;
+    EnergyPair total;
+};
+[[nodiscard]] ByKind by_kind(const Ledger& ledger, const std::vector<EnergyPair>& energy);
+
+/// Kepler names a meter by where it reads it ("rapl-sysfs", "acpi") and anything else "estimator".
+[[nodiscard]] bool is_meter(std::string_view source);
+/// Kepler's `state` (>= 0.10): "running" while the collector lists the workload, then "terminated"
+/// until the series expire after --retention.
+[[nodiscard]] const char* state(const Ledger& ledger, const EntityEnergy& energy);
+
+/// Build facts fixed at configure time (version, git revision and branch, os and Go-style arch).
+struct BuildFacts {
+    std::string version, revision, branch, os, arch;
+};
+[[nodiscard]] const BuildFacts& build_facts();
+
+void add_kepler07(FamilyBuilder& b, const Estimator& est, const ExportOptions& options);
+void add_kepler010(FamilyBuilder& b, const Estimator& est, const ExportOptions& options);
+
+}  // namespace kepler_estimate::families
