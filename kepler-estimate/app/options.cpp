@@ -21,7 +21,8 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
     auto* listen = app.add_option("--listen", o.listen, "serve /metrics on ADDR:PORT ('none': do not serve); replay serves only when given")
                        ->capture_default_str();
     app.add_option("--model", o.models,
-                   "NAME=SPEC, repeatable; SPEC: measured | curve[:idle_w=W,max_w=W] | xgboost:PATH | external:SEGMENT");
+                   "NAME=SPEC, repeatable; SPEC: measured | curve[:idle_w=W,max_w=W] | xgboost:PATH | external:SEGMENT | "
+                   "kepler:FILE | kepler-db:DIR[,group=G,trainer=T,output=O,source=S,root=R,min_similarity=X]");
     app.add_option("--primary", o.primary, "model behind the Kepler metric names (default: best available)");
     app.add_option("--idle-policy", o.idle_policy, "idle energy: cpu-share | even (Kepler 0.7) | none (Kepler >= 0.10)")
         ->check(CLI::IsMember({"cpu-share", "even", "none"}))

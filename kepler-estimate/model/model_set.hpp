@@ -73,6 +73,7 @@ private:
     using MeterTotals = std::map<ZoneKind, uint64_t>;  // microjoules per zone kind, sockets summed
     void track_error(Entry& entry, const MeterTotals& meter, const NodeEnergy& predicted, double seconds);
     void take_late_answers(Entry& entry);
+    void refresh_kepler(Entry& entry, std::vector<std::string>& log);
     int rank(const Entry& entry, const NodeFacts& node) const;
 
     std::vector<ModelSpec> specs_;
