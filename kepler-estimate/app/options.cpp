@@ -33,7 +33,7 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
     app.add_flag("--process-metrics", o.process_metrics, "export kepler_process_* series");
     app.add_option("--max-process-series", o.max_process_series, "cap on processes with series")->capture_default_str();
     app.add_flag("--top", o.top, "terminal view of the top processes and containers, each interval");
-    app.add_option("--model-server", o.model_server, "fetch missing xgboost models from URL/<model dir name>/model.json");
+    app.add_option("--model-server", o.model_server, "fetch missing xgboost models from URL/<model dir name>/model.json, and kepler-db folders from URL/<folder name>/");
     app.add_option("--external-wait", o.external_wait_ms,
                    "milliseconds an external --primary model's answer is waited for (capped at a quarter of the interval; "
                    "other models never wait on an external one)")
@@ -70,6 +70,7 @@ EstimatorOptions estimator_options(const Options& o) {
     e.ledger.retention_ns = static_cast<uint64_t>(o.retention_s * 1e9);
     e.ledger.process_series_cap = o.max_process_series;
     e.model_set.xgboost_threads = o.xgboost_threads;
+    e.model_set.model_server = o.model_server;
     e.model_set.external_wait = std::chrono::milliseconds(o.external_wait_ms);
     return e;
 }

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "external/external_model.hpp"
+#include "model/http_fetch.hpp"
 #include "model/kepler_model.hpp"
 #include "model/kepler_model_db.hpp"
 #include "model/xgboost_model.hpp"
@@ -78,7 +79,16 @@ std::string file_stamp(const fs::path& p) {
 
 /// The Kepler model file a kepler or kepler-db entry should run, with the note for its reason; nullopt
 /// (and `state` set) when kepler-db finds no acceptable node type for this node.
-std::optional<std::pair<fs::path, std::string>> kepler_file(const ModelSpec& spec, std::string& state, CpuMatch& match) {
+/// URL/<folder name>/<relative path> of a kepler-db file (the parts are plain names, checked at parse).
+void fetch_db_file(const std::string& server, const KeplerDbParams& db, const fs::path& file) {
+    const std::string base = server.ends_with('/') ? server : server + "/";
+    const std::string url = base + db.dir.filename().string() + "/" + file.lexically_relative(db.dir).string();
+    fs::create_directories(file.parent_path());
+    write_atomically(file, http_get(url));
+}
+
+std::optional<std::pair<fs::path, std::string>> kepler_file(const ModelSpec& spec, const std::string& server, std::string& state,
+                                                          CpuMatch& match) {
     if (spec.kind == ModelSpec::Kind::kepler) {
         match = CpuMatch::any;  // a file named by the operator: no spec to compare
         return std::make_pair(spec.path, fmt::format("Kepler model {}", spec.path.string()));
@@ -92,6 +102,8 @@ std::optional<std::pair<fs::path, std::string>> kepler_file(const ModelSpec& spe
     }
     match = choice.exact ? CpuMatch::exact : CpuMatch::vendor;
     const fs::path file = kepler_db_model_path(db, *choice.node_type);
+    std::error_code ec;
+    if (!server.empty() && !fs::exists(file, ec)) fetch_db_file(server, db, file);
     return std::make_pair(file, fmt::format("kepler-db {}: {}", file.string(), choice.reason));
 }
 
@@ -99,6 +111,17 @@ std::optional<std::pair<fs::path, std::string>> kepler_file(const ModelSpec& spe
 
 void ModelSet::refresh_kepler(Entry& e, std::vector<std::string>& log) {
     const fs::path watched = e.spec.kind == ModelSpec::Kind::kepler ? e.spec.path : e.spec.kepler_db.dir / "node_type_index.json";
+    std::error_code ec;
+    if (e.spec.kind == ModelSpec::Kind::kepler_db && !options_.model_server.empty() && !fs::exists(watched, ec)) {
+        try {
+            fetch_db_file(options_.model_server, e.spec.kepler_db, watched);
+            log.push_back(fmt::format("model {}: fetched {}", e.spec.name, watched.string()));
+        } catch (const std::exception& error) {
+            if (!e.model) e.state = e.report.reason = fmt::format("fetching the model DB failed: {}", error.what());
+            log.push_back(fmt::format("model {}: {}", e.spec.name, e.state));
+            return;
+        }
+    }
     const std::string print = file_stamp(watched);
     if (print.empty()) {
         if (!e.model) e.state = e.report.reason = fmt::format("waiting for {}", watched.string());
@@ -108,7 +131,7 @@ void ModelSet::refresh_kepler(Entry& e, std::vector<std::string>& log) {
     e.fingerprint = print;
     try {
         CpuMatch match = CpuMatch::any;
-        const auto file = kepler_file(e.spec, e.state, match);
+        const auto file = kepler_file(e.spec, options_.model_server, e.state, match);
         if (!file) {
             e.report.reason = e.state;
             log.push_back(fmt::format("model {}: {}", e.spec.name, e.state));
@@ -121,7 +144,7 @@ void ModelSet::refresh_kepler(Entry& e, std::vector<std::string>& log) {
         e.report.reason = "loaded; no frame since";
         ++e.report.loads;
         log.push_back(fmt::format("model {}: loaded ({})", e.spec.name, file->second));
-    } catch (const ModelError& error) {
+    } catch (const std::runtime_error& error) {  // ModelError, or a failed download
         ++e.report.load_errors;
         if (!e.model) e.state = e.report.reason = fmt::format("bad model file: {}", error.what());
         log.push_back(fmt::format("model {}: rejected ({})", e.spec.name, error.what()));

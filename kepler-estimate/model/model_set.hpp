@@ -46,6 +46,9 @@ struct ModelSetOptions {
     /// quarter of the frame's interval); other models never wait on an external one.
     std::chrono::milliseconds external_wait{100};
     size_t external_window = 16;  // frames remembered for an external model's late answers
+    /// --model-server: kepler-db folders missing locally are fetched from URL/<folder name>/ (the
+    /// model DB's layout: node_type_index.json, then only the chosen model file).
+    std::string model_server;
 };
 
 /// Owns the configured models. Not thread-safe: the pipeline thread calls it; the exporter reads

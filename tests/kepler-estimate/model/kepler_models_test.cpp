@@ -325,3 +325,32 @@ TEST(KeplerDb, EstimatorReportsTheMatchAndTheFallbackInModelInfo) {
     EXPECT_NE(fallback.find("falling back"), std::string::npos) << fallback;
     EXPECT_NE(info_line(prom, "curve").find("selected=\"true\""), std::string::npos) << prom;
 }
+
+// --model-server: a kepler-db folder missing locally is fetched (index first, then only the chosen file).
+TEST(KeplerDb, FolderIsFetchedFromAModelServer) {
+    ScratchDir tmp;
+    const int port = free_port();
+    Child server({"/usr/bin/python3", "-m", "http.server", std::to_string(port), "--bind", "127.0.0.1", "--directory", kDb.parent_path().string()},
+                 (tmp.path / "http.log").string());
+    const std::string url = "http://127.0.0.1:" + std::to_string(port);
+    std::string body;
+    for (int i = 0; i < 100 && estimate_test::http_get(url + "/ec2-0.7.11/node_type_index.json", body) != 200; ++i) ::usleep(50'000);
+
+    const fs::path m5 = fake_root(tmp.path / "m5", "Intel(R) Xeon(R) Platinum 8259CL CPU @ 2.50GHz", 96, 2, 377.3, 3500);
+    const fs::path local = tmp.path / "cache" / "ec2-0.7.11";
+    ModelSetOptions options;
+    options.model_server = url;
+    ModelSet set({parse_model_spec("db=kepler-db:" + local.string() + ",root=" + m5.string()),
+                  parse_model_spec("gone=kepler-db:" + (tmp.path / "cache" / "no-such-pipeline").string() + ",root=" + m5.string())},
+                 std::nullopt, options);
+    std::string all;
+    for (const auto& line : set.refresh()) all += line + "\n";
+    EXPECT_TRUE(fs::exists(local / "rapl-sysfs/AbsPower/BPFOnly/XgboostFitTrainer_0.zip")) << all;
+    EXPECT_FALSE(fs::exists(local / "rapl-sysfs/AbsPower/BPFOnly/XgboostFitTrainer_1.zip")) << "only the chosen file is fetched";
+    EXPECT_NE(all.find("model db: loaded"), std::string::npos) << all;
+    for (const ModelReport& r : set.reports()) {
+        if (r.name == "gone") {
+            EXPECT_NE(r.reason.find("fetching the model DB failed"), std::string::npos) << r.reason;
+        }
+    }
+}
