@@ -177,16 +177,21 @@ TEST(KeplerZip, BadArchivesAreRefused) {
     EXPECT_THROW((void)read_zip_entries(tmp.path / "garbage.zip"), ModelError);
     EXPECT_THROW((void)load_kepler_model(tmp.path / "garbage.zip", 1), ModelError);
     EXPECT_THROW((void)load_kepler_model(tmp.path / "missing.zip", 1), ModelError);
-    // Path traversal, a zip bomb (65 MiB of zeros, ~64 KiB compressed) and a zip without scaler.pkl.
+    // Path traversal, a zip bomb (65 MiB of zeros, ~64 KiB compressed), the same bomb whose headers
+    // claim 1000 bytes (the inflated bytes are counted), and a zip without scaler.pkl.
     std::string log;
     const std::string script = "import zipfile, sys\nd = sys.argv[1]\n"
                                "with zipfile.ZipFile(d + '/evil.zip', 'w') as z: z.writestr('../evil.json', '{}')\n"
                                "with zipfile.ZipFile(d + '/bomb.zip', 'w', zipfile.ZIP_DEFLATED) as z: z.writestr('package.json', bytes(65 << 20))\n"
+                               "b = bytearray(open(d + '/bomb.zip', 'rb').read())\n"
+                               "cd = b.rfind(b'PK\\x01\\x02')\n"
+                               "b[22:26] = b[cd + 24:cd + 28] = (1000).to_bytes(4, 'little')\n"  // sizes lie: 1000 bytes
+                               "open(d + '/liar.zip', 'wb').write(b)\n"
                                "src = zipfile.ZipFile(sys.argv[2])\n"
                                "with zipfile.ZipFile(d + '/noscaler.zip', 'w') as z:\n"
                                "    [z.writestr(n, src.read(n)) for n in src.namelist() if n != 'scaler.pkl']\n";
     ASSERT_EQ(run_command({"/usr/bin/python3", "-c", script, tmp.path.string(), (kDb / "rapl-sysfs/AbsPower/BPFIRQ/XgboostFitTrainer_0.zip").string()}, log), 0) << log;
-    for (const char* name : {"evil.zip", "bomb.zip", "noscaler.zip"}) {
+    for (const char* name : {"evil.zip", "bomb.zip", "liar.zip", "noscaler.zip"}) {
         try {
             (void)load_kepler_model(tmp.path / name, 1);
             ADD_FAILURE() << name << " accepted";
