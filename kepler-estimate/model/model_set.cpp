@@ -8,8 +8,8 @@
 
 #include "external/external_model.hpp"
 #include "model/http_fetch.hpp"
-#include "model/kepler_model.hpp"
-#include "model/kepler_model_db.hpp"
+#include "model/kepler/kepler_model.hpp"
+#include "model/kepler/kepler_model_db.hpp"
 #include "model/xgboost_model.hpp"
 
 namespace kepler_estimate {

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/kepler_model_db.hpp"
+#include "model/kepler/kepler_model_db.hpp"
 #include "model/node_model.hpp"
 
 namespace kepler_estimate {

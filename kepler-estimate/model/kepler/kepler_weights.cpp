@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "model/kepler_predictor.hpp"
+#include "model/kepler/kepler_predictor.hpp"
 #include "model/model_metadata.hpp"
 
 namespace kepler_estimate {

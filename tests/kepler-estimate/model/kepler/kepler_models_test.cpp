@@ -9,12 +9,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "model/kepler_model.hpp"
-#include "model/kepler_model_db.hpp"
-#include "model/kepler_zip.hpp"
+#include "model/kepler/kepler_model.hpp"
+#include "model/kepler/kepler_model_db.hpp"
+#include "model/kepler/kepler_zip.hpp"
 #include "model/model_metadata.hpp"
 #include "model/model_set.hpp"
-#include "model/pickle_scaler.hpp"
+#include "model/kepler/pickle_scaler.hpp"
 #include "support/subprocess.hpp"
 #include "support/test_frames.hpp"
 

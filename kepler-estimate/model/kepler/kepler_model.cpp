@@ -1,4 +1,4 @@
-#include "model/kepler_model.hpp"
+#include "model/kepler/kepler_model.hpp"
 
 #include <fmt/format.h>
 

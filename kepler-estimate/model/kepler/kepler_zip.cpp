@@ -1,4 +1,4 @@
-#include "model/kepler_zip.hpp"
+#include "model/kepler/kepler_zip.hpp"
 
 #include <fmt/format.h>
 #include <zip.h>

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "model/kepler_predictor.hpp"
+#include "model/kepler/kepler_predictor.hpp"
 #include "model/node_model.hpp"
 
 namespace kepler_estimate {

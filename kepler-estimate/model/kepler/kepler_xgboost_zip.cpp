@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "model/kepler_predictor.hpp"
-#include "model/kepler_zip.hpp"
+#include "model/kepler/kepler_predictor.hpp"
+#include "model/kepler/kepler_zip.hpp"
 #include "model/model_metadata.hpp"
-#include "model/pickle_scaler.hpp"
+#include "model/kepler/pickle_scaler.hpp"
 
 namespace kepler_estimate {
 

@@ -1,4 +1,4 @@
-#include "model/kepler_model_db.hpp"
+#include "model/kepler/kepler_model_db.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "model/pickle_scaler.hpp"
+#include "model/kepler/pickle_scaler.hpp"
 
 #include <fmt/format.h>
 
