@@ -12,12 +12,14 @@ packages=(
   # xgboost (the CLI): its file is named by xgboost-config.cmake, which fails without it
   libboost-dev prometheus-cpp-dev libxgboost-dev xgboost libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  # JSON, CLI parsing, HTTP client (kubelet, model server)
-  nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev
+  # JSON, CLI parsing, HTTP client (kubelet, model server), zip archives (Kepler's model DB)
+  nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev libzip-dev
   # benchmark baselines (unix-socket JSON path)
   rapidjson-dev libsimdjson-dev
   # Python research clients
   python3 python3-numpy python3-xgboost python3-pytest python3-matplotlib python3-yaml
+  # tests only: Kepler's own stack as the parity reference (scaler.pkl is loaded by joblib in tests, never in the product)
+  python3-sklearn python3-joblib
   # test and check tools: Prometheus server + promtool, ABI checks, fuzzers, perf
   prometheus abigail-tools libclang-rt-14-dev linux-perf iproute2 procps
   # containers (deploy/containers, deploy.containers): rootful podman 4.3 with netavark, base images from

@@ -21,7 +21,8 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
     auto* listen = app.add_option("--listen", o.listen, "serve /metrics on ADDR:PORT ('none': do not serve); replay serves only when given")
                        ->capture_default_str();
     app.add_option("--model", o.models,
-                   "NAME=SPEC, repeatable; SPEC: measured | curve[:idle_w=W,max_w=W] | xgboost:PATH | external:SEGMENT");
+                   "NAME=SPEC, repeatable; SPEC: measured | curve[:idle_w=W,max_w=W] | xgboost:PATH | external:SEGMENT | "
+                   "kepler:FILE | kepler-db:DIR[,group=G,trainer=T,output=O,source=S,root=R,min_similarity=X]");
     app.add_option("--primary", o.primary, "model behind the Kepler metric names (default: best available)");
     app.add_option("--idle-policy", o.idle_policy, "idle energy: cpu-share | even (Kepler 0.7) | none (Kepler >= 0.10)")
         ->check(CLI::IsMember({"cpu-share", "even", "none"}))
@@ -40,7 +41,7 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
                  "no longer sum to the node)");
     app.add_option("--max-process-series", o.max_process_series, "cap on processes with series")->capture_default_str();
     app.add_flag("--top", o.top, "terminal view of the top processes and containers, each interval");
-    app.add_option("--model-server", o.model_server, "fetch missing xgboost models from URL/<model dir name>/model.json");
+    app.add_option("--model-server", o.model_server, "fetch missing xgboost models from URL/<model dir name>/model.json, and kepler-db folders from URL/<folder name>/");
     app.add_option("--external-wait", o.external_wait_ms,
                    "milliseconds an external --primary model's answer is waited for (capped at a quarter of the interval; "
                    "other models never wait on an external one)")
@@ -87,6 +88,7 @@ EstimatorOptions estimator_options(const Options& o) {
     e.ledger.retention_ns = static_cast<uint64_t>(o.retention_s * 1e9);
     e.ledger.process_series_cap = o.max_process_series;
     e.model_set.xgboost_threads = o.xgboost_threads;
+    e.model_set.model_server = o.model_server;
     e.model_set.external_wait = std::chrono::milliseconds(o.external_wait_ms);
     return e;
 }

@@ -7,6 +7,9 @@
 #include <numeric>
 
 #include "external/external_model.hpp"
+#include "model/http_fetch.hpp"
+#include "model/kepler/kepler_model.hpp"
+#include "model/kepler/kepler_model_db.hpp"
 #include "model/xgboost_model.hpp"
 
 namespace kepler_estimate {
@@ -52,6 +55,7 @@ ModelSet::ModelSet(std::vector<ModelSpec> specs, std::optional<std::string> prim
             entry->model = std::make_unique<ExternalModel>(spec.name, spec.source, external);
         }
         if (spec.kind == ModelSpec::Kind::xgboost) entry->state = fmt::format("waiting for {}", metadata_path(spec.path).string());
+        if (spec.kind == ModelSpec::Kind::kepler || spec.kind == ModelSpec::Kind::kepler_db) entry->state = "not loaded yet";
         entry->report.reason = entry->state.empty() ? "no frame yet" : entry->state;
         entries_.push_back(std::move(entry));
     }
@@ -62,9 +66,95 @@ ModelSet::ModelSet(std::vector<ModelSpec> specs, std::optional<std::string> prim
 
 ModelSet::~ModelSet() = default;
 
+namespace {
+
+/// Size and mtime of one file; empty when it is missing.
+std::string file_stamp(const fs::path& p) {
+    std::error_code ec;
+    const uintmax_t size = fs::file_size(p, ec);
+    if (ec) return {};
+    const auto mtime = fs::last_write_time(p, ec).time_since_epoch().count();
+    return fmt::format("{}:{}:{}", p.string(), size, static_cast<long long>(mtime));
+}
+
+/// The Kepler model file a kepler or kepler-db entry should run, with the note for its reason; nullopt
+/// (and `state` set) when kepler-db finds no acceptable node type for this node.
+/// URL/<folder name>/<relative path> of a kepler-db file (the parts are plain names, checked at parse).
+void fetch_db_file(const std::string& server, const KeplerDbParams& db, const fs::path& file) {
+    const std::string base = server.ends_with('/') ? server : server + "/";
+    const std::string url = base + db.dir.filename().string() + "/" + file.lexically_relative(db.dir).string();
+    fs::create_directories(file.parent_path());
+    write_atomically(file, http_get(url));
+}
+
+std::optional<std::pair<fs::path, std::string>> kepler_file(const ModelSpec& spec, const std::string& server, std::string& state,
+                                                          CpuMatch& match) {
+    if (spec.kind == ModelSpec::Kind::kepler) {
+        match = CpuMatch::any;  // a file named by the operator: no spec to compare
+        return std::make_pair(spec.path, fmt::format("Kepler model {}", spec.path.string()));
+    }
+    const KeplerDbParams& db = spec.kepler_db;
+    const NodeTypeChoice choice =
+        choose_node_type(read_small_file(db.dir / "node_type_index.json", 1u << 20), read_node_spec(db.root), db.min_similarity);
+    if (!choice.node_type) {
+        state = fmt::format("kepler-db {}: {}; falling back", db.dir.string(), choice.reason);
+        return std::nullopt;
+    }
+    match = choice.exact ? CpuMatch::exact : CpuMatch::vendor;
+    const fs::path file = kepler_db_model_path(db, *choice.node_type);
+    std::error_code ec;
+    if (!server.empty() && !fs::exists(file, ec)) fetch_db_file(server, db, file);
+    return std::make_pair(file, fmt::format("kepler-db {}: {}", file.string(), choice.reason));
+}
+
+}  // namespace
+
+void ModelSet::refresh_kepler(Entry& e, std::vector<std::string>& log) {
+    const fs::path watched = e.spec.kind == ModelSpec::Kind::kepler ? e.spec.path : e.spec.kepler_db.dir / "node_type_index.json";
+    std::error_code ec;
+    if (e.spec.kind == ModelSpec::Kind::kepler_db && !options_.model_server.empty() && !fs::exists(watched, ec)) {
+        try {
+            fetch_db_file(options_.model_server, e.spec.kepler_db, watched);
+            log.push_back(fmt::format("model {}: fetched {}", e.spec.name, watched.string()));
+        } catch (const std::exception& error) {
+            if (!e.model) e.state = e.report.reason = fmt::format("fetching the model DB failed: {}", error.what());
+            log.push_back(fmt::format("model {}: {}", e.spec.name, e.state));
+            return;
+        }
+    }
+    const std::string print = file_stamp(watched);
+    if (print.empty()) {
+        if (!e.model) e.state = e.report.reason = fmt::format("waiting for {}", watched.string());
+        return;
+    }
+    if (print == e.fingerprint) return;
+    e.fingerprint = print;
+    try {
+        CpuMatch match = CpuMatch::any;
+        const auto file = kepler_file(e.spec, options_.model_server, e.state, match);
+        if (!file) {
+            e.report.reason = e.state;
+            log.push_back(fmt::format("model {}: {}", e.spec.name, e.state));
+            return;
+        }
+        auto fresh = std::make_unique<KeplerModel>(e.spec.name, file->first, options_.xgboost_threads, file->second);
+        fresh->set_cpu_match(match);
+        e.model = std::move(fresh);
+        e.state.clear();
+        e.report.reason = "loaded; no frame since";
+        ++e.report.loads;
+        log.push_back(fmt::format("model {}: loaded ({})", e.spec.name, file->second));
+    } catch (const std::runtime_error& error) {  // ModelError, or a failed download
+        ++e.report.load_errors;
+        if (!e.model) e.state = e.report.reason = fmt::format("bad model file: {}", error.what());
+        log.push_back(fmt::format("model {}: rejected ({})", e.spec.name, error.what()));
+    }
+}
+
 std::vector<std::string> ModelSet::refresh() {
     std::vector<std::string> log;
     for (auto& e : entries_) {
+        if (e->spec.kind == ModelSpec::Kind::kepler || e->spec.kind == ModelSpec::Kind::kepler_db) refresh_kepler(*e, log);
         if (e->spec.kind != ModelSpec::Kind::xgboost) continue;
         const std::string print = model_fingerprint(e->spec.path);
         if (print.empty() || print == e->fingerprint) continue;  // still missing, or nothing changed
@@ -103,7 +193,9 @@ std::vector<fs::path> ModelSet::watched_paths() const {
 int ModelSet::rank(const Entry& e, const NodeFacts& node) const {
     switch (e.spec.kind) {
         case ModelSpec::Kind::measured: return 0;
-        case ModelSpec::Kind::xgboost: return 1 + static_cast<int>(e.model->cpu_match(node));
+        case ModelSpec::Kind::xgboost:
+        case ModelSpec::Kind::kepler:
+        case ModelSpec::Kind::kepler_db: return 1 + static_cast<int>(e.model->cpu_match(node));
         case ModelSpec::Kind::external: return 5;
         case ModelSpec::Kind::curve: return 10;
     }
@@ -192,6 +284,8 @@ ModelSetResult ModelSet::estimate(const FrameInput& in) {
             const Entry& c = *entries_[*chosen];
             if (c.spec.kind == ModelSpec::Kind::measured) why = "measured power";
             else if (c.spec.kind == ModelSpec::Kind::external) why = "no meter and no eligible XGBoost model; external model answered";
+            else if (c.spec.kind == ModelSpec::Kind::kepler || c.spec.kind == ModelSpec::Kind::kepler_db)
+                why = fmt::format("no meter; {}", static_cast<const KeplerModel&>(*c.model).note());
             else if (c.spec.kind == ModelSpec::Kind::xgboost) why = fmt::format("no meter; best model for this cpu ({})", to_string(c.model->cpu_match(in.node)));
             else why = "fallback: no meter and no eligible trained model";
             why += primary_note;

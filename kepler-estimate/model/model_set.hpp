@@ -46,6 +46,9 @@ struct ModelSetOptions {
     /// quarter of the frame's interval); other models never wait on an external one.
     std::chrono::milliseconds external_wait{100};
     size_t external_window = 16;  // frames remembered for an external model's late answers
+    /// --model-server: kepler-db folders missing locally are fetched from URL/<folder name>/ (the
+    /// model DB's layout: node_type_index.json, then only the chosen model file).
+    std::string model_server;
 };
 
 /// Owns the configured models. Not thread-safe: the pipeline thread calls it; the exporter reads
@@ -73,6 +76,7 @@ private:
     using MeterTotals = std::map<ZoneKind, uint64_t>;  // microjoules per zone kind, sockets summed
     void track_error(Entry& entry, const MeterTotals& meter, const NodeEnergy& predicted, double seconds);
     void take_late_answers(Entry& entry);
+    void refresh_kepler(Entry& entry, std::vector<std::string>& log);
     int rank(const Entry& entry, const NodeFacts& node) const;
 
     std::vector<ModelSpec> specs_;

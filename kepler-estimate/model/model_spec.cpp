@@ -52,6 +52,8 @@ std::string_view to_string(ModelSpec::Kind kind) noexcept {
         case ModelSpec::Kind::curve: return "curve";
         case ModelSpec::Kind::xgboost: return "xgboost";
         case ModelSpec::Kind::external: return "external";
+        case ModelSpec::Kind::kepler: return "kepler";
+        case ModelSpec::Kind::kepler_db: return "kepler-db";
     }
     return "?";
 }
@@ -79,9 +81,17 @@ ModelSpec parse_model_spec(std::string_view text) {
     } else if (kind == "external" && !args.empty()) {
         spec.kind = ModelSpec::Kind::external;
         spec.source = std::string(args);
+    } else if (kind == "kepler" && !args.empty()) {
+        spec.kind = ModelSpec::Kind::kepler;
+        spec.path = std::filesystem::path(std::string(args));
+    } else if (kind == "kepler-db" && !args.empty()) {
+        spec.kind = ModelSpec::Kind::kepler_db;
+        spec.kepler_db = parse_kepler_db_params(args);
     } else {
         throw std::invalid_argument(fmt::format(
-            "model spec \"{}\" is not one of measured, curve[:idle_w=W,max_w=W], xgboost:PATH, external:SEGMENT", body));
+            "model spec \"{}\" is not one of measured, curve[:idle_w=W,max_w=W], xgboost:PATH, external:SEGMENT, kepler:FILE, "
+            "kepler-db:DIR[,options]",
+            body));
     }
     return spec;
 }
@@ -90,8 +100,8 @@ std::vector<ModelSpec> with_builtin_models(std::vector<ModelSpec> specs) {
     auto has = [&](ModelSpec::Kind kind, std::string_view name) {
         return std::any_of(specs.begin(), specs.end(), [&](const ModelSpec& s) { return s.kind == kind || s.name == name; });
     };
-    if (!has(ModelSpec::Kind::measured, "measured")) specs.insert(specs.begin(), ModelSpec{"measured", ModelSpec::Kind::measured, {}, {}, {}});
-    if (!has(ModelSpec::Kind::curve, "curve")) specs.push_back(ModelSpec{"curve", ModelSpec::Kind::curve, {}, {}, {}});
+    if (!has(ModelSpec::Kind::measured, "measured")) specs.insert(specs.begin(), ModelSpec{"measured", ModelSpec::Kind::measured, {}, {}, {}, {}});
+    if (!has(ModelSpec::Kind::curve, "curve")) specs.push_back(ModelSpec{"curve", ModelSpec::Kind::curve, {}, {}, {}, {}});
     return specs;
 }
 

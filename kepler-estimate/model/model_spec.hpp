@@ -6,22 +6,25 @@
 #include <string_view>
 #include <vector>
 
+#include "model/kepler/kepler_model_db.hpp"
 #include "model/node_model.hpp"
 
 namespace kepler_estimate {
 
 /// One configured model. Plain value.
 struct ModelSpec {
-    enum class Kind { measured, curve, xgboost, external };
+    enum class Kind { measured, curve, xgboost, external, kepler, kepler_db };
     std::string name;
     Kind kind = Kind::curve;
     CurveParams curve;               // Kind::curve
-    std::filesystem::path path;      // Kind::xgboost: model directory or metadata file
+    std::filesystem::path path;      // Kind::xgboost: model directory or metadata file; Kind::kepler: the file
     std::string source;              // Kind::external: estimates segment name or recording path
+    KeplerDbParams kepler_db;        // Kind::kepler_db
 };
 
 /// Parses `NAME=SPEC` with SPEC one of `measured`, `curve[:idle_w=W,max_w=W]`, `xgboost:PATH`,
-/// `external:SEGMENT` (an estimates segment, or a recording of one).
+/// `external:SEGMENT` (an estimates segment, or a recording of one), `kepler:FILE` (a Kepler 0.7 weights
+/// JSON or XGBoost zip), `kepler-db:DIR[,options]` (a Kepler model DB folder, see KeplerDbParams).
 /// Throws std::invalid_argument with a message that quotes the bad part.
 [[nodiscard]] ModelSpec parse_model_spec(std::string_view text);
 [[nodiscard]] std::string_view to_string(ModelSpec::Kind kind) noexcept;

@@ -1,4 +1,4 @@
-"""Command line of the research tools (record, train, analyze, plot, serve-model). Each subcommand's work lives in its own module; this file only
+"""Command line of the research tools (record, train, analyze, plot, serve-model, kepler-model). Each subcommand's work lives in its own module; this file only
 parses arguments and turns expected failures (bad input, missing segment) into one clear line and
 exit status 2 instead of a traceback."""
 import argparse
@@ -53,6 +53,11 @@ def _parser():
     s.add_argument("--duration", type=float, help="stop after this many seconds (default: until SIGTERM)")
     s.add_argument("--frames", type=int, help="stop after answering this many frames")
     s.add_argument("--replace", action="store_true", help="take the estimates segment name even from a live writer")
+    k = sub.add_parser("kepler-model", help="predict with a Kepler 0.7 model-DB file (SGDRegressorTrainer_N.json or "
+                                           "XgboostFitTrainer_N.zip), as kepler-estimate's kepler:FILE does")
+    k.add_argument("path", help="weights .json or XGBoost .zip from Kepler's model DB")
+    k.add_argument("--predict", required=True,
+                   help="per-interval feature values, Kepler names: bpf_cpu_time_ms=1200,bpf_page_cache_hit=30,...")
     return p
 
 
@@ -65,6 +70,8 @@ def main(argv=None):
             from .train import main as run
         elif args.command == "analyze":
             from .analyze import main as run
+        elif args.command == "kepler-model":
+            from .kepler_model import main as run
         elif args.command == "serve-model":
             from .serve import main as run
         else:

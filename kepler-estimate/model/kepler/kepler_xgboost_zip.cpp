@@ -1,0 +1,157 @@
+// Kepler's XgboostFitTrainer_N.zip, evaluated as Kepler's Python estimator does: the row is divided by
+// the MaxAbsScaler's scale_ (scaler.pkl, read by our restricted unpickler), then each zone's booster
+// (<zone>.json, listed in metadata.json's per-zone "model_file" via <model_name>.json) predicts watts.
+#include <fmt/format.h>
+#include <xgboost/c_api.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "model/kepler/kepler_predictor.hpp"
+#include "model/kepler/kepler_zip.hpp"
+#include "model/model_metadata.hpp"
+#include "model/kepler/pickle_scaler.hpp"
+
+namespace kepler_estimate {
+
+namespace {
+
+using nlohmann::json;
+
+std::string first_line(const char* text) {
+    const std::string s = text ? text : "";
+    return s.substr(0, s.find('\n'));
+}
+
+/// RAII over a booster loaded from memory (the zip is never unpacked to disk). Not thread-safe.
+class MemoryBooster {
+public:
+    MemoryBooster(const std::string& model, int threads, size_t features, const std::string& origin) {
+        if (XGBoosterCreate(nullptr, 0, &handle_) != 0) throw ModelError(fmt::format("XGBoosterCreate: {}", first_line(XGBGetLastError())));
+        bst_ulong n = 0;
+        const std::string nthread = std::to_string(std::max(1, threads));
+        if (XGBoosterLoadModelFromBuffer(handle_, model.data(), model.size()) != 0 ||
+            XGBoosterSetParam(handle_, "nthread", nthread.c_str()) != 0 || XGBoosterGetNumFeature(handle_, &n) != 0) {
+            const std::string why = first_line(XGBGetLastError());
+            XGBoosterFree(handle_);
+            throw ModelError(fmt::format("{}: not an XGBoost model ({})", origin, why));
+        }
+        if (n != features) {
+            XGBoosterFree(handle_);
+            throw ModelError(fmt::format("{}: booster takes {} features, metadata lists {}", origin, n, features));
+        }
+    }
+    ~MemoryBooster() { XGBoosterFree(handle_); }
+    MemoryBooster(const MemoryBooster&) = delete;
+    MemoryBooster& operator=(const MemoryBooster&) = delete;
+
+    double predict(const std::vector<float>& row) {
+        // "cache_id": 0 is required by 1.7's PredictFromDense (PLATFORM.md).
+        static constexpr const char* kConfig =
+            R"({"type": 0, "training": false, "iteration_begin": 0, "iteration_end": 0, "strict_shape": false, "cache_id": 0, "missing": NaN})";
+        const std::string array = fmt::format(R"({{"data": [{}, true], "shape": [1, {}], "typestr": "<f4", "version": 3}})",
+                                              reinterpret_cast<uintptr_t>(row.data()), row.size());
+        const bst_ulong* shape = nullptr;
+        bst_ulong dims = 0;
+        const float* result = nullptr;
+        if (XGBoosterPredictFromDense(handle_, array.c_str(), kConfig, nullptr, &shape, &dims, &result) != 0) {
+            throw ModelError(fmt::format("XGBoost prediction failed: {}", first_line(XGBGetLastError())));
+        }
+        if (result == nullptr || dims == 0) throw ModelError("XGBoost returned no prediction");
+        return static_cast<double>(result[0]);
+    }
+
+private:
+    BoosterHandle handle_ = nullptr;
+};
+
+const std::string& entry(const std::map<std::string, std::string>& entries, const std::string& name, const std::string& origin) {
+    auto it = entries.find(name);
+    if (it == entries.end()) throw ModelError(fmt::format("{}: the archive has no {}", origin, name));
+    return it->second;
+}
+
+json parse(const std::string& text, const std::string& what) {
+    try {
+        json doc = json::parse(text);
+        if (!doc.is_object()) throw ModelError(fmt::format("{}: top level is not an object", what));
+        return doc;
+    } catch (const json::exception& e) {
+        throw ModelError(fmt::format("{}: not JSON ({})", what, e.what()));
+    }
+}
+
+std::vector<std::string> string_list(const json& doc, const char* field, const std::string& origin) {
+    auto it = doc.find(field);
+    if (it == doc.end() || !it->is_array() || it->empty() || it->size() > 64) throw ModelError(fmt::format("{}: \"{}\" is not a list of 1 to 64 names", origin, field));
+    std::vector<std::string> out;
+    for (const json& v : *it) {
+        if (!v.is_string()) throw ModelError(fmt::format("{}: \"{}\" holds a non-string", origin, field));
+        out.push_back(v.get<std::string>());
+    }
+    return out;
+}
+
+class XgboostZipPredictor final : public KeplerPredictor {
+public:
+    XgboostZipPredictor(const std::filesystem::path& path, int threads) {
+        const std::string origin = path.string();
+        const auto entries = read_zip_entries(path);
+        const json meta = parse(entry(entries, "metadata.json", origin), origin + ":metadata.json");
+        features_ = string_list(meta, "features", origin + ":metadata.json");
+        const std::string output = meta.value("output_type", std::string());
+        if (output != "AbsPower" && output != "DynPower") throw ModelError(fmt::format("{}: output_type \"{}\"", origin, output));
+        dynamic_ = output == "DynPower";
+        const std::string model_file = meta.value("model_file", std::string());
+        const json zones = parse(entry(entries, model_file, origin), origin + ":" + model_file);
+        for (const auto& [zone, body] : zones.items()) load_zone(entries, zone, body, threads, origin);
+        if (zones_.empty()) throw ModelError(fmt::format("{}: no zone models", origin));
+        scaler_ = parse_max_abs_scaler(entry(entries, "scaler.pkl", origin));
+        if (scaler_.scale.size() != features_.size()) {
+            throw ModelError(fmt::format("{}: scaler has {} features, metadata {}", origin, scaler_.scale.size(), features_.size()));
+        }
+    }
+
+    const std::vector<std::string>& features() const noexcept override { return features_; }
+    const std::vector<ZoneKind>& zones() const noexcept override { return zones_; }
+    bool dynamic() const noexcept override { return dynamic_; }
+
+    std::vector<double> predict(const std::vector<double>& row) override {
+        // Scaled in double as sklearn does, then float32 as xgboost's DMatrix stores it.
+        std::vector<float> scaled(row.size());
+        for (size_t i = 0; i < row.size(); ++i) scaled[i] = static_cast<float>(row[i] / scaler_.scale[i]);
+        std::vector<double> out;
+        for (auto& booster : boosters_) out.push_back(booster->predict(scaled));
+        return out;
+    }
+
+private:
+    void load_zone(const std::map<std::string, std::string>& entries, const std::string& zone, const json& body, int threads,
+                   const std::string& origin) {
+        const std::optional<ZoneKind> kind = zone_kind_from_name(zone);
+        if (!kind || !body.is_object()) throw ModelError(fmt::format("{}: unknown zone \"{}\"", origin, zone));
+        if (string_list(body, "features", origin) != features_) throw ModelError(fmt::format("{}: zone {} lists other features", origin, zone));
+        if (auto fe = body.find("fe_files"); fe != body.end() && fe->is_array()) {
+            for (const json& f : *fe) {
+                if (f != "scaler.pkl") throw ModelError(fmt::format("{}: feature engineering file {} is not supported", origin, f.dump()));
+            }
+        }
+        const std::string file = body.value("model_file", std::string());
+        boosters_.push_back(std::make_unique<MemoryBooster>(entry(entries, file, origin), threads, features_.size(), origin + ":" + file));
+        zones_.push_back(*kind);
+    }
+
+    bool dynamic_ = false;
+    std::vector<std::string> features_;
+    std::vector<ZoneKind> zones_;
+    std::vector<std::unique_ptr<MemoryBooster>> boosters_;  // parallel to zones_
+    MaxAbsScaler scaler_;
+};
+
+}  // namespace
+
+std::unique_ptr<KeplerPredictor> load_kepler_xgboost_zip(const std::filesystem::path& path, int threads) {
+    return std::make_unique<XgboostZipPredictor>(path, threads);
+}
+
+}  // namespace kepler_estimate
