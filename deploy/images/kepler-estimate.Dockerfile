@@ -14,7 +14,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake pkg-config python3 \
       libboost-dev libfmt-dev libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev \
-      prometheus-cpp-dev libxgboost-dev xgboost \
+      prometheus-cpp-dev libxgboost-dev xgboost libzip-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -37,7 +37,7 @@ FROM ${RUNTIME_BASE}
 # the model server. libc6, libstdc++6 and libgcc-s1 are in every Debian image.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libxgboost0 libfmt9 libcurl4 ca-certificates \
+      libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libxgboost0 libzip4 libfmt9 libcurl4 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/bin/kepler-estimate /out/bin/keplershm-probe /usr/local/bin/
 COPY --from=build /out/lib/libkeplershm.so.1.1.0 /usr/local/lib/

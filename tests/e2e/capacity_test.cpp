@@ -67,9 +67,10 @@ CrowdRun run_crowd(std::vector<std::string> argv, const std::string& name, const
     return run;
 }
 
-/// `tolerance_ns(frame)`: how far Σ process CPU time + unaccounted may be from node busy time.
+/// `tolerance_ns(frame)`: how far Σ process CPU time + unaccounted may be from node busy time;
+/// `undercount_ns`: how much more the processes may hold when the node's clock undercounts them.
 template <class Tolerance>
-void check_frames(const CrowdRun& run, uint64_t cap, Tolerance tolerance_ns) {
+void check_frames(const CrowdRun& run, uint64_t cap, Tolerance tolerance_ns, uint64_t undercount_ns = 0) {
     ASSERT_GE(run.frames.size(), 8u) << run.log;
     std::map<uint64_t, uint32_t> capacity_of;  // generation -> process capacity, in order of appearance
     std::vector<uint64_t> generations;
@@ -99,7 +100,9 @@ void check_frames(const CrowdRun& run, uint64_t cap, Tolerance tolerance_ns) {
         // tolerance of the source (the feature: per-process and per-CPU times are read at slightly
         // different instants).
         const double accounted = static_cast<double>(f.published_cpu_ns() + u.cpu_time_ns);
-        EXPECT_NEAR(accounted, static_cast<double>(f.node_busy_ns), static_cast<double>(tolerance_ns(f)))
+        const double busy = static_cast<double>(f.node_busy_ns), tolerance = static_cast<double>(tolerance_ns(f));
+        EXPECT_GE(accounted, busy - tolerance) << "published " << f.published_cpu_ns() << " + unaccounted " << u.cpu_time_ns;
+        EXPECT_LE(accounted, busy + tolerance + static_cast<double>(undercount_ns))
             << "published " << f.published_cpu_ns() << " + unaccounted " << u.cpu_time_ns << " (truncated "
             << u.truncated_cpu_time_ns << ") vs node busy " << f.node_busy_ns;
     }
@@ -138,7 +141,14 @@ TEST(Capacity, ProcfsCrowdInAPidNamespace) {
     // to take 40 ms (80 ms over two CPUs), so the bound allows a scan of up to 50 ms.
     const uint64_t tick = 1'000'000'000ull / static_cast<uint64_t>(sysconf(_SC_CLK_TCK));
     const uint64_t loaded_scan = 50'000'000;
-    check_frames(run, cap, [&](const FrameSummary&) { return (2 * tick + loaded_scan) * e2e::online_cpus(); });
+    // /proc/stat's ticks undercount this crowd's 600 µs bursts on a quiet machine: in 48 quiet runs every
+    // frame had processes >= node busy (never below), by up to 170 ms (once, 121% of the tolerance; 0-100 ms
+    // otherwise), while under load the gap was 0. That is the node clock disagreeing with the task clock
+    // (issue 18: node busy time on the process clock), not a double count; until it is fixed, the
+    // processes may exceed /proc/stat by that measured undercount (worst seen 170 ms, allowed 200 ms).
+    const uint64_t tick_undercount = 200'000'000;
+    check_frames(run, cap, [&](const FrameSummary&) { return (2 * tick + loaded_scan) * e2e::online_cpus(); },
+                 tick_undercount);
 }
 
 TEST(Capacity, BpfCrowdOnTheHost) {
