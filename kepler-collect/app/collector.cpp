@@ -156,11 +156,14 @@ public:
         SourceSample sample = source_->sample();
         // The process boundary is the interval's end; the realtime end is the same instant.
         const IntervalEdge end{sample.read_time_ns, sample.read_time_ns + (realtime_now_ns() - monotonic_now_ns())};
-        std::optional<NodeCpuSample> cpu;
-        try {
-            cpu = node_cpu_.read();
-        } catch (const CollectError& e) {
-            log_warn("node cpu: {}", e.what());
+        // The source's own node CPU time is on its processes' clock; /proc/stat's ticks only without it.
+        std::optional<NodeCpuSample> cpu = std::move(sample.node_cpu);
+        if (!cpu) {
+            try {
+                cpu = node_cpu_.read();
+            } catch (const CollectError& e) {
+                log_warn("node cpu: {}", e.what());
+            }
         }
         const std::vector<keplershm_zone_sample> zones = meter_.read();
         const std::vector<std::shared_ptr<const CgroupWorkload>> workloads = resolve_workloads(sample);

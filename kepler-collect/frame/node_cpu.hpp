@@ -1,4 +1,5 @@
-// node_cpu.hpp — node CPU time per CPU from /proc/stat, as interval deltas for the frame's CPUS section.
+// node_cpu.hpp — node CPU time per CPU from /proc/stat, as interval deltas for the frame's CPUS section:
+// the fallback for sources that do not measure it on the scheduler's clock themselves (procfs).
 #pragma once
 
 #include <cstdint>
@@ -8,13 +9,9 @@
 
 #include "keplershm.h"
 #include "sources/proc_stat.hpp"
+#include "sources/process_source.hpp"
 
 namespace kepler::collect {
-
-struct NodeCpuSample {
-    std::vector<keplershm_cpu_sample> cpus;  // deltas in ns, one per CPU present in both readings
-    uint64_t busy_ns = 0;                    // Σ user+nice+system+irq+softirq+steal (MODELS.md node_cpu_busy)
-};
 
 /// Not thread-safe. The first read() primes the baseline and returns the time since boot, so the caller
 /// normally calls it once at start-up and discards the result.

@@ -97,7 +97,9 @@ BpfSource::BpfSource(const BpfOptions& options, std::string proc_root)
       values_(new kepler_proc_stats[program_->max_processes()]),
       mark_keys_(new kepler_proc_key[program_->max_processes()]),
       marks_(new kepler_cut_mark[program_->max_processes()]),
-      clock_offset_ns_(time_namespace_offset_ns()) {}
+      clock_offset_ns_(time_namespace_offset_ns()),
+      cpu_clocks_(program_->possible_cpus()),
+      previous_boundary_ns_(kernel_now_ns()) {}
 
 BpfSource::~BpfSource() = default;
 
@@ -163,12 +165,11 @@ BpfSource::ProcessTimes BpfSource::read_marks(uint64_t boundary) {
     return at_boundary;
 }
 
-std::vector<kepler_cpu_state> BpfSource::read_cpu_states() {
+BpfSource::CpuStates BpfSource::read_cpu_states() {
     const uint32_t cpus = program_->possible_cpus();
     const size_t stride = (sizeof(kepler_cpu_state) + 7) & ~size_t{7};  // per-CPU values are 8-byte aligned
     std::vector<uint8_t> buffer(stride * cpus);
-    std::vector<kepler_cpu_state> states(cpus);
-    std::vector<bool> settled(cpus, false);
+    CpuStates states(cpus);
     const uint32_t zero = 0;
 
     for (int attempt = 0; attempt < kStateReadAttempts; ++attempt) {
@@ -177,32 +178,27 @@ std::vector<kepler_cpu_state> BpfSource::read_cpu_states() {
         }
         bool all = true;
         for (uint32_t cpu = 0; cpu < cpus; ++cpu) {
-            if (settled[cpu]) continue;
+            if (states[cpu]) continue;
             kepler_cpu_state s;
             std::memcpy(&s, buffer.data() + cpu * stride, sizeof s);
             // SYNC POINT: pairs with begin_state_write()/end_state_write() in kepler_account.bpf.h: a copy
             // is whole when both version words agree (see kepler.h).
-            if (s.version_end == s.version_begin) {
-                states[cpu] = s;
-                settled[cpu] = true;
-            } else {
-                all = false;
-            }
+            if (s.version_end == s.version_begin) states[cpu] = s;
+            else all = false;
         }
-        if (all) return states;
+        if (all) break;
     }
-    for (uint32_t cpu = 0; cpu < cpus; ++cpu) {
-        if (!settled[cpu]) states[cpu] = kepler_cpu_state{};  // its spanning slice shows in the next frame
-    }
-    return states;
+    return states;  // a CPU still torn: its spanning slice and clocks show in the next frame
 }
 
 // Each CPU's slice that was running at the boundary: ended since (the program kept its part before the
 // boundary) or still running (its part is the boundary minus its start: it has run without a switch
 // since, or the state would name another task).
-BpfSource::ProcessTimes BpfSource::read_spanning(uint64_t boundary) {
+BpfSource::ProcessTimes BpfSource::read_spanning(const CpuStates& states, uint64_t boundary) {
     ProcessTimes before_boundary;
-    for (const kepler_cpu_state& s : read_cpu_states()) {
+    for (const std::optional<kepler_cpu_state>& state : states) {
+        if (!state) continue;
+        const kepler_cpu_state& s = *state;
         if (s.spanned_boundary_ns == boundary) {
             before_boundary[to_key(s.spanned_process)] += s.spanned_before_ns;
         } else if (s.running_since_ns != 0 && s.tid != 0 && s.running_since_ns < boundary) {
@@ -212,6 +208,52 @@ BpfSource::ProcessTimes BpfSource::read_spanning(uint64_t boundary) {
         }
     }
     return before_boundary;
+}
+
+// Each CPU's task and idle time since the previous boundary, on the scheduler's clock (see the class
+// comment). The slice running at the boundary is split there exactly as read_spanning() splits it.
+NodeCpuSample BpfSource::node_cpu_time(const CpuStates& states, uint64_t boundary) {
+    const uint64_t wall = grown(boundary, previous_boundary_ns_);
+    previous_boundary_ns_ = boundary;
+    NodeCpuSample sample;
+    for (uint32_t cpu = 0; cpu < states.size(); ++cpu) {
+        if (!states[cpu]) continue;  // torn: its time stays in its baseline and shows in the next frame
+        const kepler_cpu_state& s = *states[cpu];
+        CpuClocks now;
+        now.known = s.running_since_ns != 0 || s.task_ns != 0 || s.idle_ns != 0;
+        if (s.marked_boundary_ns == boundary) {  // switched since the boundary: the program cut them
+            now.task_ns = s.task_at_mark_ns;
+            now.idle_ns = s.idle_at_mark_ns;
+        } else {  // no switch since: add the running slice's part up to the boundary
+            now.task_ns = s.task_ns;
+            now.idle_ns = s.idle_ns;
+            if (s.running_since_ns != 0 && s.running_since_ns < boundary) {
+                (s.tid == 0 ? now.idle_ns : now.task_ns) += boundary - s.running_since_ns;
+            }
+        }
+        CpuClocks& before = cpu_clocks_[cpu];
+        if (now.known) {
+            keplershm_cpu_sample c{};
+            c.cpu = cpu;
+            c.user_ns = grown(now.task_ns, before.task_ns);
+            if (before.known) {
+                c.idle_ns = grown(now.idle_ns, before.idle_ns);
+                c.irq_ns = grown(grown(wall, c.idle_ns), c.user_ns);  // busy time no task's clock covers
+            } else {
+                // First switches seen in this interval: the idle time before them is unknown, so the
+                // CPU counts as busy only for what its tasks ran.
+                c.idle_ns = grown(wall, c.user_ns);
+            }
+            sample.busy_ns += c.user_ns + c.irq_ns;
+            sample.cpus.push_back(c);
+        }
+        // Never below what was already published (as a process's total): the part of a running slice
+        // before a boundary is wall time, which the scheduler's count of the whole slice can undercut.
+        before.task_ns = std::max(before.task_ns, now.task_ns);
+        before.idle_ns = std::max(before.idle_ns, now.idle_ns);
+        before.known = now.known;
+    }
+    return sample;
 }
 
 // The per-CPU record holds only the thread id (cheaper for every context switch): find its process.
@@ -294,7 +336,9 @@ SourceSample BpfSource::sample() {
     SourceSample out;
     const uint64_t boundary = draw_boundary();
     out.read_time_ns = user_clock_ns(boundary);
-    ProcessTimes in_flight = read_spanning(boundary);
+    const CpuStates states = read_cpu_states();
+    ProcessTimes in_flight = read_spanning(states, boundary);
+    out.node_cpu = node_cpu_time(states, boundary);
     const size_t entries = read_entries();
     const ProcessTimes marks = read_marks(boundary);  // after the entries: see mark_boundary()
     const uint64_t drops = read_drops();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -26,6 +27,12 @@ namespace kepler::collect {
 /// two frames, none is late. Left: when two threads of one process are first charged after T at the
 /// same instant on two CPUs, or a pre-T charge is added in the nanoseconds after a post-T charge read
 /// its total, one slice can land one frame off; totals stay exact.
+///
+/// Node CPU time is cut at the same boundary on the same clock: per CPU, the program sums the slices it
+/// charges (task time) and the idle task's slices (idle wall time), and the first switch after a boundary
+/// keeps both as they stood at it. Busy = wall − idle; busy time no task's clock covers (interrupts,
+/// softirqs and steal where the kernel keeps them off task clocks, switching) is reported as irq_ns, task
+/// time as user_ns (the program does not split user from system time).
 ///
 /// Entries are never drained: an entry is deleted one interval after its process was reported EXITED
 /// (or when a periodic check finds its process gone). Not thread-safe.
@@ -51,14 +58,24 @@ private:
 
     using ProcessTimes = std::unordered_map<ProcessKey, uint64_t, ProcessKeyHash>;
 
+    /// One CPU's scheduler clocks at a boundary.
+    struct CpuClocks {
+        uint64_t task_ns = 0;
+        uint64_t idle_ns = 0;
+        bool known = false;  // the CPU has switched since load (before that, nothing about it is known)
+    };
+    /// Per CPU: its state at the boundary, or nullopt when every copy of it was torn.
+    using CpuStates = std::vector<std::optional<kepler_cpu_state>>;
+
     [[nodiscard]] uint64_t kernel_now_ns() const noexcept;
     /// `kernel_ns` (bpf_ktime_get_ns() time) in this process's CLOCK_MONOTONIC.
     [[nodiscard]] uint64_t user_clock_ns(uint64_t kernel_ns) const noexcept;
     uint64_t draw_boundary();
     size_t read_entries();
     ProcessTimes read_marks(uint64_t boundary);
-    std::vector<kepler_cpu_state> read_cpu_states();
-    ProcessTimes read_spanning(uint64_t boundary);
+    CpuStates read_cpu_states();
+    ProcessTimes read_spanning(const CpuStates& states, uint64_t boundary);
+    NodeCpuSample node_cpu_time(const CpuStates& states, uint64_t boundary);
     ProcessKey resolve_thread(uint32_t tid) const;
     uint64_t read_drops();
     void delete_entry(const ProcessKey& key);
@@ -76,6 +93,8 @@ private:
     std::unique_ptr<kepler_proc_key[]> mark_keys_;
     std::unique_ptr<kepler_cut_mark[]> marks_;
     int64_t clock_offset_ns_ = 0;  // this time namespace's CLOCK_MONOTONIC minus bpf_ktime_get_ns()
+    std::vector<CpuClocks> cpu_clocks_;  // per CPU at the previous boundary
+    uint64_t previous_boundary_ns_ = 0;  // bpf_ktime_get_ns() time; the load time before the first
     uint64_t drops_seen_ = 0;
     uint64_t samples_ = 0;
 };

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,12 @@ struct ProcessActivity {
     void set_comm(std::string_view text) noexcept;
 };
 
+/// Node CPU time per CPU over one interval, as deltas in ns (the frame's CPUS section).
+struct NodeCpuSample {
+    std::vector<keplershm_cpu_sample> cpus;  // one per CPU measured in this interval
+    uint64_t busy_ns = 0;                    // Σ user+nice+system+irq+softirq+steal (MODELS.md node_cpu_busy)
+};
+
 /// Everything a source measured for one interval.
 struct SourceSample {
     std::vector<ProcessActivity> processes;  // processes with any activity, plus new and exited ones
@@ -50,6 +57,9 @@ struct SourceSample {
     uint64_t metric_mask = 0;                // enum keplershm_metric valid for this interval
     uint64_t dropped_entries = 0;            // events the source could not store (BPF map full)
     uint64_t exited_processes = 0;           // processes that ended during the interval
+    /// Node CPU time on the same clock as the processes' and cut at the same boundary, when the source
+    /// measures it (eBPF); nullopt: the collector falls back to /proc/stat.
+    std::optional<NodeCpuSample> node_cpu;
 };
 
 /// A per-process source. Not thread-safe: the collector loop owns it.

@@ -12,6 +12,8 @@ namespace {
 constexpr const char* kSystem = "system_processes";
 constexpr const char* kKernel = "kernel_processes";
 constexpr const char* kUnaccounted = "unaccounted";
+// Busy time no task's clock covers (interrupts, softirqs, steal, switching): the kernel's own, labelled.
+constexpr const char* kKernelTime = "kernel_time";
 constexpr const char* kSystemNamespace = "system";
 constexpr const char* kKernelNamespace = "kernel";  // Kepler 0.7 puts kernel_processes in namespace "kernel"
 // Usage counters that Kepler 0.7 exports; the others in a frame's mask (energy, node CPU) are not per process.
@@ -222,6 +224,14 @@ void Ledger::add_frame(const keplershm::FrameView& frame, const Attribution& att
         unaccounted.namespace_name = kSystemNamespace;
     }
     unaccounted.energy.last_seen_ns = now;
+    // Kernel time appears once a frame has some (its source measures it), then stays like unaccounted.
+    ContainerEntry* kernel_time = nullptr;
+    if (containers_.contains(kKernelTime) || kernel_cpu_time_ns(frame) > 0) {
+        kernel_time = &containers_[kKernelTime];
+        kernel_time->container_id = kernel_time->container_name = kernel_time->pod_name = kKernelTime;
+        kernel_time->namespace_name = kKernelNamespace;
+        kernel_time->energy.last_seen_ns = now;
+    }
 
     const keplershm::Records<keplershm_process> processes = frame.processes();
     for (uint32_t i = 0; i < processes.size(); ++i) {
@@ -271,7 +281,9 @@ void Ledger::add_frame(const keplershm::FrameView& frame, const Attribution& att
         }
     }
     for (size_t z = 0; z < attribution.zones.size(); ++z) {
-        unaccounted.energy.add(slots[z], attribution.zones[z].unaccounted_dynamic_uj, attribution.zones[z].unaccounted_idle_uj);
+        const ZoneShares& shares = attribution.zones[z];
+        unaccounted.energy.add(slots[z], shares.unaccounted_dynamic_uj, shares.unaccounted_idle_uj);
+        if (kernel_time != nullptr) kernel_time->energy.add(slots[z], shares.kernel_dynamic_uj, shares.kernel_idle_uj);
     }
     expire(now);
 }

@@ -1,10 +1,19 @@
 #include "attribute/attribution.hpp"
 
+#include <algorithm>
+
 namespace kepler_estimate {
 
 namespace {
 __extension__ typedef unsigned __int128 u128;  // energy(uJ) x weight(ns) overflows 64 bits
+
+/// Moves the kernel's share of an unaccounted part to `kernel_part` (by CPU time, exactly conserving).
+void carve_kernel(uint64_t& unaccounted_part, uint64_t& kernel_part, uint64_t kernel_cpu, uint64_t unaccounted_cpu) {
+    kernel_part = unaccounted_cpu == 0 ? 0 : static_cast<uint64_t>(u128{unaccounted_part} * kernel_cpu / unaccounted_cpu);
+    unaccounted_part -= kernel_part;
 }
+
+}  // namespace
 
 std::optional<IdlePolicy> idle_policy_from_string(std::string_view text) noexcept {
     if (text == "cpu-share") return IdlePolicy::cpu_share;
@@ -51,11 +60,21 @@ void split_energy(uint64_t energy, std::span<const uint64_t> weights, uint64_t u
     else parts[heaviest] += rounding;
 }
 
+uint64_t kernel_cpu_time_ns(const keplershm::FrameView& frame) noexcept {
+    const keplershm_unaccounted* unaccounted = frame.unaccounted();
+    if (unaccounted == nullptr) return 0;
+    uint64_t kernel = 0;
+    for (const keplershm_cpu_sample& c : frame.cpus()) kernel += c.irq_ns + c.softirq_ns + c.steal_ns;
+    const uint64_t left_out = std::min(unaccounted->truncated_cpu_time_ns, unaccounted->cpu_time_ns);
+    return std::min(kernel, unaccounted->cpu_time_ns - left_out);
+}
+
 void attribute(const keplershm::FrameView& frame, const NodeEnergy& node, IdlePolicy policy, Attribution& out) {
     const keplershm::Records<keplershm_process> processes = frame.processes();
     const size_t n = processes.size();
     const keplershm_unaccounted* unaccounted = frame.unaccounted();
     const uint64_t unaccounted_cpu = unaccounted != nullptr ? unaccounted->cpu_time_ns : 0;
+    const uint64_t kernel_cpu = kernel_cpu_time_ns(frame);
 
     // Usage metrics, read once per frame. thread_local: buffers survive across frames without making
     // the function stateful for callers.
@@ -84,9 +103,15 @@ void attribute(const keplershm::FrameView& frame, const NodeEnergy& node, IdlePo
         // The unaccounted record has CPU time but no counters: by cache misses it weighs nothing.
         if (s.by_cache_misses) split_energy(dynamic, misses, 0, s.dynamic_uj, s.unaccounted_dynamic_uj);
         else split_energy(dynamic, cpu, unaccounted_cpu, s.dynamic_uj, s.unaccounted_dynamic_uj);
+        s.kernel_dynamic_uj = 0;
+        if (!s.by_cache_misses) carve_kernel(s.unaccounted_dynamic_uj, s.kernel_dynamic_uj, kernel_cpu, unaccounted_cpu);
         s.node_idle_uj = 0;
+        s.kernel_idle_uj = 0;
         switch (policy) {
-            case IdlePolicy::cpu_share: split_energy(idle, cpu, unaccounted_cpu, s.idle_uj, s.unaccounted_idle_uj); break;
+            case IdlePolicy::cpu_share:
+                split_energy(idle, cpu, unaccounted_cpu, s.idle_uj, s.unaccounted_idle_uj);
+                carve_kernel(s.unaccounted_idle_uj, s.kernel_idle_uj, kernel_cpu, unaccounted_cpu);
+                break;
             case IdlePolicy::even: split_energy(idle, ones, 0, s.idle_uj, s.unaccounted_idle_uj); break;
             case IdlePolicy::none:
                 std::fill(s.idle_uj.begin(), s.idle_uj.end(), 0);

@@ -18,14 +18,19 @@ enum class IdlePolicy { cpu_share, even, none };
 [[nodiscard]] std::optional<IdlePolicy> idle_policy_from_string(std::string_view text) noexcept;
 [[nodiscard]] std::string_view to_string(IdlePolicy policy) noexcept;
 
-/// One zone's energy, split. Per zone: sum(dynamic_uj) + unaccounted_dynamic_uj == dynamic energy and
-/// sum(idle_uj) + unaccounted_idle_uj + node_idle_uj == idle energy, exactly. Plain value.
+/// One zone's energy, split. Per zone: sum(dynamic_uj) + unaccounted_dynamic_uj + kernel_dynamic_uj ==
+/// dynamic energy and sum(idle_uj) + unaccounted_idle_uj + kernel_idle_uj + node_idle_uj == idle energy,
+/// exactly. The kernel parts are the share of the node's busy time that no task's clock covers
+/// (interrupts, softirqs, steal, switching: the CPU samples' irq, softirq and steal time); the
+/// unaccounted parts what is left of the unaccounted record (processes left out or lost). Plain value.
 struct ZoneShares {
     ZoneEnergy node;
     std::vector<uint64_t> dynamic_uj;  // per process record, in frame order
     std::vector<uint64_t> idle_uj;
     uint64_t unaccounted_dynamic_uj = 0;
     uint64_t unaccounted_idle_uj = 0;
+    uint64_t kernel_dynamic_uj = 0;
+    uint64_t kernel_idle_uj = 0;
     uint64_t node_idle_uj = 0;  // idle energy kept on the node (policy none)
     bool by_cache_misses = false;
 };
@@ -40,6 +45,11 @@ struct Attribution {
 /// With no weight at all, everything goes to the unaccounted record. Exactly conserving.
 void split_energy(uint64_t energy, std::span<const uint64_t> weights, uint64_t unaccounted_weight,
                   std::span<uint64_t> parts, uint64_t& unaccounted_part);
+
+/// The part of the frame's unaccounted CPU time that is kernel time (interrupts, softirqs, steal,
+/// switching): its CPU samples' irq + softirq + steal ns, at most the unaccounted record's remainder
+/// after the processes left out for capacity.
+[[nodiscard]] uint64_t kernel_cpu_time_ns(const keplershm::FrameView& frame) noexcept;
 
 /// Attributes each zone of `node` over `frame`'s processes: dynamic energy by the zone's usage metric
 /// (CPU time; cache misses for DRAM when the frame has them), idle energy by `policy`.

@@ -43,6 +43,7 @@ TestFrame cluster_frame(uint64_t start, uint64_t meter_uj) {
     f.unaccounted_cpu_ns = 20'000'000;
     f.zones = {{0, meter_uj}, {1, meter_uj / 4}};
     f.cpu_busy_ns = {300'000'000, 0, 0, 0};
+    f.cpu_irq_ns = {5'000'000, 0, 0, 0};  // of the unaccounted 20 ms: the kernel's interrupts
     return f;
 }
 
@@ -83,6 +84,9 @@ TEST(Aggregation, ProcessContainerPodNamespaceNodeAndVms) {
     EXPECT_EQ(l.containers().at("c2").pod_name, "p1");
     EXPECT_EQ(l.containers().at("c3").namespace_name, "ns1");
     EXPECT_GT(container("unaccounted"), 0u);
+    EXPECT_EQ(l.containers().at("kernel_time").namespace_name, "kernel");
+    EXPECT_NEAR(static_cast<double>(container("kernel_time")), container("unaccounted") / 3.0, 5.0)
+        << "5 of the unaccounted 20 ms are kernel time";
     EXPECT_EQ(containers_total(l), node_total(l));
     EXPECT_EQ(node_total(l), 5u * 12'500'000u);
 }

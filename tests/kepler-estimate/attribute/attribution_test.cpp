@@ -56,8 +56,10 @@ NodeEnergy node_energy(uint64_t total, uint64_t idle) {
 
 void expect_conserved(const Attribution& a) {
     for (const ZoneShares& s : a.zones) {
-        EXPECT_EQ(sum(s.dynamic_uj) + s.unaccounted_dynamic_uj, s.node.total_uj - s.node.idle_uj) << zone_name(s.node.zone.kind);
-        EXPECT_EQ(sum(s.idle_uj) + s.unaccounted_idle_uj + s.node_idle_uj, s.node.idle_uj) << zone_name(s.node.zone.kind);
+        EXPECT_EQ(sum(s.dynamic_uj) + s.unaccounted_dynamic_uj + s.kernel_dynamic_uj, s.node.total_uj - s.node.idle_uj)
+            << zone_name(s.node.zone.kind);
+        EXPECT_EQ(sum(s.idle_uj) + s.unaccounted_idle_uj + s.kernel_idle_uj + s.node_idle_uj, s.node.idle_uj)
+            << zone_name(s.node.zone.kind);
     }
 }
 
@@ -143,6 +145,36 @@ TEST(Attribution, UnaccountedGetsItsShareNotOtherProcesses) {
     EXPECT_EQ(a.zones[0].dynamic_uj[0], 1'000'000u);
     EXPECT_EQ(a.zones[0].dynamic_uj[1], 3'000'000u);
     EXPECT_EQ(a.zones[0].unaccounted_dynamic_uj, 4'000'000u);
+}
+
+// Busy time no task's clock covers (the CPU samples' irq/softirq/steal) is the kernel's, labelled: it
+// leaves the unaccounted record, which keeps only what processes left out or lost.
+TEST(Attribution, KernelTimeIsCarvedOutOfTheUnaccountedRecord) {
+    Fixture fx(metered_node());
+    TestFrame f = busy_frame(kSecond, {100'000'000, 300'000'000}, 400'000'000);
+    f.cpu_irq_ns = {60'000'000, 40'000'000, 0, 0};  // 100 ms of the 400 ms unaccounted
+    Attribution a;
+    attribute(fx.frame(f), node_energy(8'000'000, 2'000'000), IdlePolicy::cpu_share, a);
+    expect_conserved(a);
+    EXPECT_EQ(a.zones[0].dynamic_uj[0], 750'000u);
+    EXPECT_EQ(a.zones[0].kernel_dynamic_uj, 750'000u) << "100 of 800 ms busy";
+    EXPECT_EQ(a.zones[0].unaccounted_dynamic_uj, 2'250'000u) << "300 of 800 ms busy";
+    EXPECT_EQ(a.zones[0].kernel_idle_uj, 250'000u);
+    EXPECT_EQ(a.zones[0].unaccounted_idle_uj, 750'000u);
+}
+
+TEST(Attribution, KernelTimeNeverTakesWhatProcessesLeftOut) {
+    Fixture fx(metered_node());
+    TestFrame f = busy_frame(kSecond, {100'000'000}, 200'000'000);
+    f.truncated_cpu_ns = 150'000'000;
+    f.cpu_irq_ns = {300'000'000, 0, 0, 0};  // more than the unaccounted record's remainder
+    const keplershm::FrameView& view = fx.frame(f);
+    EXPECT_EQ(kernel_cpu_time_ns(view), 50'000'000u) << "capped at unaccounted − truncated";
+    Attribution a;
+    attribute(view, node_energy(3'000'000, 0), IdlePolicy::cpu_share, a);
+    expect_conserved(a);
+    EXPECT_EQ(a.zones[0].kernel_dynamic_uj, 500'000u);
+    EXPECT_EQ(a.zones[0].unaccounted_dynamic_uj, 1'500'000u);
 }
 
 TEST(Attribution, IdlePolicies) {

@@ -98,9 +98,11 @@ void TestWriter::write(const TestFrame& in) {
         s.cpu = static_cast<uint32_t>(c);
         s.user_ns = in.cpu_busy_ns[c];
         s.idle_ns = c < in.cpu_idle_ns.size() ? in.cpu_idle_ns[c] : 0;
+        s.irq_ns = c < in.cpu_irq_ns.size() ? in.cpu_irq_ns[c] : 0;
         if (!d.add_cpu(s)) throw std::runtime_error("test frame: too many cpus");
     }
     d.unaccounted().cpu_time_ns = in.unaccounted_cpu_ns;
+    d.unaccounted().truncated_cpu_time_ns = in.truncated_cpu_ns;
     writer_.commit(d);
 }
 

@@ -44,6 +44,8 @@ struct TestFrame {
     uint64_t unaccounted_cpu_ns = 0;
     std::vector<uint64_t> cpu_busy_ns;  // per CPU (user time)
     std::vector<uint64_t> cpu_idle_ns;
+    std::vector<uint64_t> cpu_irq_ns;   // per CPU: busy time no task explains (kernel time)
+    uint64_t truncated_cpu_ns = 0;      // of unaccounted_cpu_ns: processes left out for capacity
 };
 
 /// Metrics a typical procfs collector publishes.
