@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <prometheus/text_serializer.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <map>
 
@@ -103,6 +105,11 @@ void add_health(FamilyBuilder& b, const Estimator& est, bool timing) {
     b.add("kepler_estimator_process_series_refused_total", "Processes left without series by the series cap",
           MetricType::Counter, {}, static_cast<double>(est.ledger().process_series_refused()));
     if (!timing) return;
+    // The monitoring stack's own energy is in its process series; this lets a user subtract its CPU.
+    timespec self{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &self);
+    b.add("kepler_estimator_self_cpu_seconds_total", "CPU time the estimator itself has used (all threads), in seconds",
+          MetricType::Counter, {}, static_cast<double>(self.tv_sec) + static_cast<double>(self.tv_nsec) / 1e9);
     MetricFamily latency{"kepler_estimator_frame_latency_seconds", "Time to estimate one frame", MetricType::Histogram, {}};
     ClientMetric m;
     uint64_t cumulative = 0;

@@ -162,6 +162,7 @@ TEST(PrometheusEndToEnd, ContainerEnergySumsToTheNodeInPromQL) {
     EXPECT_EQ(promtool_check((dir.path() / "live.prom").string(), lint), 0) << lint;
     EXPECT_EQ(lint, "");
     EXPECT_NE(metrics.find("kepler_estimator_frame_latency_seconds_bucket"), std::string::npos);
+    EXPECT_NE(metrics.find("\nkepler_estimator_self_cpu_seconds_total "), std::string::npos);
 
     Child prometheus = start_prometheus(dir.path(), estimator_port, prometheus_port);
     const std::string node = "sum(kepler_node_package_joules_total) + sum(kepler_node_dram_joules_total)";
