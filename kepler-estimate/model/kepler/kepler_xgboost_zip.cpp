@@ -2,68 +2,20 @@
 // the MaxAbsScaler's scale_ (scaler.pkl, read by our restricted unpickler), then each zone's booster
 // (<zone>.json, listed in metadata.json's per-zone "model_file" via <model_name>.json) predicts watts.
 #include <fmt/format.h>
-#include <xgboost/c_api.h>
 
-#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "model/kepler/kepler_predictor.hpp"
 #include "model/kepler/kepler_zip.hpp"
 #include "model/model_metadata.hpp"
 #include "model/kepler/pickle_scaler.hpp"
+#include "model/xgboost_booster.hpp"
 
 namespace kepler_estimate {
 
 namespace {
 
 using nlohmann::json;
-
-std::string first_line(const char* text) {
-    const std::string s = text ? text : "";
-    return s.substr(0, s.find('\n'));
-}
-
-/// RAII over a booster loaded from memory (the zip is never unpacked to disk). Not thread-safe.
-class MemoryBooster {
-public:
-    MemoryBooster(const std::string& model, int threads, size_t features, const std::string& origin) {
-        if (XGBoosterCreate(nullptr, 0, &handle_) != 0) throw ModelError(fmt::format("XGBoosterCreate: {}", first_line(XGBGetLastError())));
-        bst_ulong n = 0;
-        const std::string nthread = std::to_string(std::max(1, threads));
-        if (XGBoosterLoadModelFromBuffer(handle_, model.data(), model.size()) != 0 ||
-            XGBoosterSetParam(handle_, "nthread", nthread.c_str()) != 0 || XGBoosterGetNumFeature(handle_, &n) != 0) {
-            const std::string why = first_line(XGBGetLastError());
-            XGBoosterFree(handle_);
-            throw ModelError(fmt::format("{}: not an XGBoost model ({})", origin, why));
-        }
-        if (n != features) {
-            XGBoosterFree(handle_);
-            throw ModelError(fmt::format("{}: booster takes {} features, metadata lists {}", origin, n, features));
-        }
-    }
-    ~MemoryBooster() { XGBoosterFree(handle_); }
-    MemoryBooster(const MemoryBooster&) = delete;
-    MemoryBooster& operator=(const MemoryBooster&) = delete;
-
-    double predict(const std::vector<float>& row) {
-        // "cache_id": 0 is required by 1.7's PredictFromDense (PLATFORM.md).
-        static constexpr const char* kConfig =
-            R"({"type": 0, "training": false, "iteration_begin": 0, "iteration_end": 0, "strict_shape": false, "cache_id": 0, "missing": NaN})";
-        const std::string array = fmt::format(R"({{"data": [{}, true], "shape": [1, {}], "typestr": "<f4", "version": 3}})",
-                                              reinterpret_cast<uintptr_t>(row.data()), row.size());
-        const bst_ulong* shape = nullptr;
-        bst_ulong dims = 0;
-        const float* result = nullptr;
-        if (XGBoosterPredictFromDense(handle_, array.c_str(), kConfig, nullptr, &shape, &dims, &result) != 0) {
-            throw ModelError(fmt::format("XGBoost prediction failed: {}", first_line(XGBGetLastError())));
-        }
-        if (result == nullptr || dims == 0) throw ModelError("XGBoost returned no prediction");
-        return static_cast<double>(result[0]);
-    }
-
-private:
-    BoosterHandle handle_ = nullptr;
-};
 
 const std::string& entry(const std::map<std::string, std::string>& entries, const std::string& name, const std::string& origin) {
     auto it = entries.find(name);
@@ -137,14 +89,14 @@ private:
             }
         }
         const std::string file = body.value("model_file", std::string());
-        boosters_.push_back(std::make_unique<MemoryBooster>(entry(entries, file, origin), threads, features_.size(), origin + ":" + file));
+        boosters_.push_back(std::make_unique<XgboostBooster>(entry(entries, file, origin), origin + ":" + file, threads, features_.size()));
         zones_.push_back(*kind);
     }
 
     bool dynamic_ = false;
     std::vector<std::string> features_;
     std::vector<ZoneKind> zones_;
-    std::vector<std::unique_ptr<MemoryBooster>> boosters_;  // parallel to zones_
+    std::vector<std::unique_ptr<XgboostBooster>> boosters_;  // parallel to zones_
     MaxAbsScaler scaler_;
 };
 
