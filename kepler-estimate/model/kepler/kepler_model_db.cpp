@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "model/json_object.hpp"
 #include "model/model_metadata.hpp"
 
 namespace kepler_estimate {
@@ -72,13 +73,8 @@ struct NodeType {
 };
 
 std::vector<NodeType> parse_index(const std::string& text) {
-    json doc;
-    try {
-        doc = json::parse(text);
-    } catch (const json::exception& e) {
-        throw ModelError(fmt::format("node_type_index.json: not JSON ({})", e.what()));
-    }
-    if (!doc.is_object() || doc.size() > 4096) throw ModelError("node_type_index.json: not an object of node types");
+    const json doc = parse_json_object(text, "node_type_index.json");
+    if (doc.size() > 4096) throw ModelError("node_type_index.json: more than 4096 node types");
     std::vector<NodeType> out;
     for (const auto& [key, body] : doc.items()) {
         NodeType t;

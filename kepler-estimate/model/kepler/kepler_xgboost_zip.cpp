@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/json_object.hpp"
 #include "model/kepler/kepler_predictor.hpp"
 #include "model/kepler/kepler_zip.hpp"
 #include "model/model_metadata.hpp"
@@ -23,16 +24,6 @@ const std::string& entry(const std::map<std::string, std::string>& entries, cons
     return it->second;
 }
 
-json parse(const std::string& text, const std::string& what) {
-    try {
-        json doc = json::parse(text);
-        if (!doc.is_object()) throw ModelError(fmt::format("{}: top level is not an object", what));
-        return doc;
-    } catch (const json::exception& e) {
-        throw ModelError(fmt::format("{}: not JSON ({})", what, e.what()));
-    }
-}
-
 std::vector<std::string> string_list(const json& doc, const char* field, const std::string& origin) {
     auto it = doc.find(field);
     if (it == doc.end() || !it->is_array() || it->empty() || it->size() > 64) throw ModelError(fmt::format("{}: \"{}\" is not a list of 1 to 64 names", origin, field));
@@ -49,13 +40,13 @@ public:
     XgboostZipPredictor(const std::filesystem::path& path, int threads) {
         const std::string origin = path.string();
         const auto entries = read_zip_entries(path);
-        const json meta = parse(entry(entries, "metadata.json", origin), origin + ":metadata.json");
+        const json meta = parse_json_object(entry(entries, "metadata.json", origin), origin + ":metadata.json");
         features_ = string_list(meta, "features", origin + ":metadata.json");
         const std::string output = meta.value("output_type", std::string());
         if (output != "AbsPower" && output != "DynPower") throw ModelError(fmt::format("{}: output_type \"{}\"", origin, output));
         dynamic_ = output == "DynPower";
         const std::string model_file = meta.value("model_file", std::string());
-        const json zones = parse(entry(entries, model_file, origin), origin + ":" + model_file);
+        const json zones = parse_json_object(entry(entries, model_file, origin), origin + ":" + model_file);
         for (const auto& [zone, body] : zones.items()) load_zone(entries, zone, body, threads, origin);
         if (zones_.empty()) throw ModelError(fmt::format("{}: no zone models", origin));
         scaler_ = parse_max_abs_scaler(entry(entries, "scaler.pkl", origin));
