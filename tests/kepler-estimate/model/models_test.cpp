@@ -4,6 +4,7 @@
 
 #include "app/estimator.hpp"
 #include "export/prometheus_export.hpp"
+#include "model/key_value_list.hpp"
 #include "model/model_spec.hpp"
 #include "support/test_frames.hpp"
 
@@ -73,6 +74,24 @@ TEST(ModelSpec, RejectsBadSpecsWithTheBadPart) {
         (void)parse_model_spec("x=curve:idle_w=abc");
     } catch (const std::invalid_argument& e) {
         EXPECT_NE(std::string(e.what()).find("abc"), std::string::npos);
+    }
+}
+
+// The option lists of curve and kepler-db specs share one splitter; its edges, pinned once here.
+TEST(KeyValueList, SplitsInOrderAndRefusesItemsWithoutAKey) {
+    const std::vector<KeyValue> items = split_key_value_list("a=1,b=x=y,a=,", "option");
+    ASSERT_EQ(items.size(), 3u);
+    EXPECT_EQ(items[0].key, "a");
+    EXPECT_EQ(items[0].value, "1");
+    EXPECT_EQ(items[1].value, "x=y");  // split at the first '='
+    EXPECT_EQ(items[2].value, "");
+    EXPECT_TRUE(split_key_value_list("", "option").empty());
+    for (const char* bad : {"a", "a=1,,b=2", "=1"}) EXPECT_THROW((void)split_key_value_list(bad, "option"), std::invalid_argument) << bad;
+    try {
+        (void)split_key_value_list("x=1,=2", "curve parameter");
+        ADD_FAILURE() << "an empty key was accepted";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_STREQ(e.what(), "curve parameter \"=2\" has an empty key");
     }
 }
 
