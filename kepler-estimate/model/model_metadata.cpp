@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "model/json_object.hpp"
+
 namespace kepler_estimate {
 
 namespace fs = std::filesystem;
@@ -62,13 +64,7 @@ std::string read_small_file(const fs::path& path, uintmax_t limit) {
 }
 
 ModelMetadata parse_model_metadata(const std::string& text, const fs::path& directory, const std::string& origin) {
-    json doc;
-    try {
-        doc = json::parse(text);
-    } catch (const json::exception& e) {
-        throw ModelError(fmt::format("{}: not JSON ({})", origin, e.what()));
-    }
-    if (!doc.is_object()) throw ModelError(fmt::format("{}: top level is not an object", origin));
+    const json doc = parse_json_object(text, origin);
     const std::string format = require(doc, "format", json::value_t::string, origin).get<std::string>();
     if (format != "keplershm-model/1") throw ModelError(fmt::format("{}: unknown format \"{}\"", origin, format));
     const std::string type = require(doc, "type", json::value_t::string, origin).get<std::string>();

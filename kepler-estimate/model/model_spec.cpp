@@ -7,6 +7,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "model/key_value_list.hpp"
+
 namespace kepler_estimate {
 
 namespace {
@@ -29,13 +31,7 @@ double parse_watts(std::string_view key, std::string_view value) {
 
 CurveParams parse_curve(std::string_view args) {
     CurveParams p;
-    while (!args.empty()) {
-        const size_t comma = args.find(',');
-        const std::string_view item = args.substr(0, comma);
-        args = comma == std::string_view::npos ? std::string_view() : args.substr(comma + 1);
-        const size_t eq = item.find('=');
-        if (eq == std::string_view::npos) throw std::invalid_argument(fmt::format("curve parameter \"{}\" is not KEY=VALUE", item));
-        const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
+    for (const auto& [key, value] : split_key_value_list(args, "curve parameter")) {
         if (key == "idle_w") p.idle_w = parse_watts(key, value);
         else if (key == "max_w") p.max_w = parse_watts(key, value);
         else throw std::invalid_argument(fmt::format("unknown curve parameter \"{}\" (idle_w, max_w)", key));

@@ -1,76 +1,21 @@
 #include "model/xgboost_model.hpp"
 
 #include <fmt/format.h>
-#include <xgboost/c_api.h>
 
 #include <algorithm>
 #include <cmath>
+
+#include "model/xgboost_booster.hpp"
 
 namespace kepler_estimate {
 
 namespace fs = std::filesystem;
 
-namespace {
-constexpr uintmax_t kMaxBoosterBytes = 256u << 20;
-}
-
-/// RAII over a BoosterHandle. Not thread-safe.
-class Booster {
-public:
-    Booster(const fs::path& file, int threads, size_t expected_features) {
-        std::error_code ec;
-        const uintmax_t size = fs::file_size(file, ec);
-        if (ec) throw ModelError(fmt::format("{}: {}", file.string(), ec.message()));
-        if (size > kMaxBoosterBytes) throw ModelError(fmt::format("{}: {} bytes is too large for a booster", file.string(), size));
-        if (XGBoosterCreate(nullptr, 0, &handle_) != 0) throw ModelError(fmt::format("XGBoosterCreate: {}", XGBGetLastError()));
-        if (XGBoosterLoadModel(handle_, file.c_str()) != 0) {
-            const std::string why = XGBGetLastError();
-            XGBoosterFree(handle_);
-            throw ModelError(fmt::format("{}: not an XGBoost model ({})", file.string(), first_line(why)));
-        }
-        const std::string nthread = std::to_string(std::max(1, threads));
-        bst_ulong features = 0;
-        if (XGBoosterSetParam(handle_, "nthread", nthread.c_str()) != 0 || XGBoosterGetNumFeature(handle_, &features) != 0) {
-            const std::string why = XGBGetLastError();
-            XGBoosterFree(handle_);
-            throw ModelError(fmt::format("{}: {}", file.string(), first_line(why)));
-        }
-        if (features != expected_features) {
-            XGBoosterFree(handle_);
-            throw ModelError(fmt::format("{}: booster takes {} features, metadata lists {}", file.string(), features,
-                                         expected_features));
-        }
-    }
-    ~Booster() { XGBoosterFree(handle_); }
-    Booster(const Booster&) = delete;
-    Booster& operator=(const Booster&) = delete;
-
-    double predict(const std::vector<float>& row) {
-        // "cache_id": 0 is required by 1.7's PredictFromDense (else "Invalid cast, from Null to Integer").
-        static constexpr const char* kConfig =
-            R"({"type": 0, "training": false, "iteration_begin": 0, "iteration_end": 0, "strict_shape": false, "cache_id": 0, "missing": NaN})";
-        const std::string array = fmt::format(R"({{"data": [{}, true], "shape": [1, {}], "typestr": "<f4", "version": 3}})",
-                                              reinterpret_cast<uintptr_t>(row.data()), row.size());
-        const bst_ulong* shape = nullptr;
-        bst_ulong dims = 0;
-        const float* result = nullptr;
-        if (XGBoosterPredictFromDense(handle_, array.c_str(), kConfig, nullptr, &shape, &dims, &result) != 0) {
-            throw ModelError(fmt::format("XGBoost prediction failed: {}", first_line(XGBGetLastError())));
-        }
-        if (result == nullptr || dims == 0 || shape == nullptr || shape[0] < 1) throw ModelError("XGBoost returned no prediction");
-        return static_cast<double>(result[0]);
-    }
-
-private:
-    static std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
-    BoosterHandle handle_ = nullptr;
-};
-
 XgboostModel::XgboostModel(std::string name, const fs::path& spec_path, int threads) : name_(std::move(name)) {
     meta_ = load_model_metadata(metadata_path(spec_path));
     for (const std::string& feature : meta_.features) columns_.push_back(feature_from_name(feature));
     for (const ModelTarget& target : meta_.targets) {
-        boosters_.push_back(std::make_unique<Booster>(target.file, threads, meta_.features.size()));
+        boosters_.push_back(std::make_unique<XgboostBooster>(target.file, threads, meta_.features.size()));
     }
 }
 

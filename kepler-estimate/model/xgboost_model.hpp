@@ -12,7 +12,7 @@
 
 namespace kepler_estimate {
 
-class Booster;
+class XgboostBooster;
 
 /// Not thread-safe (NodeModel contract): XGBoost boosters are used from the pipeline thread only.
 class XgboostModel final : public NodeModel {
@@ -38,7 +38,7 @@ private:
 
     std::string name_;
     ModelMetadata meta_;
-    std::vector<std::unique_ptr<Booster>> boosters_;  // parallel to meta_.targets
+    std::vector<std::unique_ptr<XgboostBooster>> boosters_;  // parallel to meta_.targets
     std::vector<std::optional<Feature>> columns_;     // parallel to meta_.features
     std::optional<uint32_t> idle_cpu_count_;          // cpu_count the cached idle figure is for
     std::vector<double> idle_cache_;

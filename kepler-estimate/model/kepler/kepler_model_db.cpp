@@ -13,6 +13,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "model/json_object.hpp"
+#include "model/key_value_list.hpp"
 #include "model/model_metadata.hpp"
 
 namespace kepler_estimate {
@@ -72,13 +74,8 @@ struct NodeType {
 };
 
 std::vector<NodeType> parse_index(const std::string& text) {
-    json doc;
-    try {
-        doc = json::parse(text);
-    } catch (const json::exception& e) {
-        throw ModelError(fmt::format("node_type_index.json: not JSON ({})", e.what()));
-    }
-    if (!doc.is_object() || doc.size() > 4096) throw ModelError("node_type_index.json: not an object of node types");
+    const json doc = parse_json_object(text, "node_type_index.json");
+    if (doc.size() > 4096) throw ModelError("node_type_index.json: more than 4096 node types");
     std::vector<NodeType> out;
     for (const auto& [key, body] : doc.items()) {
         NodeType t;
@@ -129,14 +126,8 @@ KeplerDbParams parse_kepler_db_params(std::string_view args) {
     const size_t comma = args.find(',');
     p.dir = std::string(args.substr(0, comma));
     if (p.dir.empty()) throw std::invalid_argument("kepler-db needs a directory");
-    std::string_view rest = comma == std::string_view::npos ? std::string_view() : args.substr(comma + 1);
-    while (!rest.empty()) {
-        const size_t next = rest.find(',');
-        const std::string_view item = rest.substr(0, next);
-        rest = next == std::string_view::npos ? std::string_view() : rest.substr(next + 1);
-        const size_t eq = item.find('=');
-        if (eq == std::string_view::npos) throw std::invalid_argument(fmt::format("kepler-db option \"{}\" is not KEY=VALUE", item));
-        const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
+    const std::string_view options = comma == std::string_view::npos ? std::string_view() : args.substr(comma + 1);
+    for (const auto& [key, value] : split_key_value_list(options, "kepler-db option")) {
         if (key == "source") p.source = db_name(key, value);
         else if (key == "output") p.output = db_name(key, value);
         else if (key == "group") p.group = db_name(key, value);

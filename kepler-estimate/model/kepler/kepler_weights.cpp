@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "model/json_object.hpp"
 #include "model/kepler/kepler_predictor.hpp"
 #include "model/model_metadata.hpp"
 
@@ -116,14 +117,7 @@ private:
 
 std::unique_ptr<KeplerPredictor> parse_kepler_weights(const std::string& text, bool dynamic, const std::string& origin) {
     if (text.size() > kMaxTextBytes) throw ModelError(fmt::format("{}: {} bytes is too large for weights", origin, text.size()));
-    json doc;
-    try {
-        doc = json::parse(text);
-    } catch (const json::exception& e) {
-        throw ModelError(fmt::format("{}: not JSON ({})", origin, e.what()));
-    }
-    if (!doc.is_object()) throw ModelError(fmt::format("{}: top level is not an object", origin));
-    return std::make_unique<WeightsPredictor>(doc, dynamic, origin);
+    return std::make_unique<WeightsPredictor>(parse_json_object(text, origin), dynamic, origin);
 }
 
 std::unique_ptr<KeplerPredictor> load_kepler_model(const std::filesystem::path& path, int threads) {

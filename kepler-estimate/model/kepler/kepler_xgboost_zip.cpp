@@ -2,15 +2,15 @@
 // the MaxAbsScaler's scale_ (scaler.pkl, read by our restricted unpickler), then each zone's booster
 // (<zone>.json, listed in metadata.json's per-zone "model_file" via <model_name>.json) predicts watts.
 #include <fmt/format.h>
-#include <xgboost/c_api.h>
 
-#include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "model/json_object.hpp"
 #include "model/kepler/kepler_predictor.hpp"
 #include "model/kepler/kepler_zip.hpp"
 #include "model/model_metadata.hpp"
 #include "model/kepler/pickle_scaler.hpp"
+#include "model/xgboost_booster.hpp"
 
 namespace kepler_estimate {
 
@@ -18,67 +18,10 @@ namespace {
 
 using nlohmann::json;
 
-std::string first_line(const char* text) {
-    const std::string s = text ? text : "";
-    return s.substr(0, s.find('\n'));
-}
-
-/// RAII over a booster loaded from memory (the zip is never unpacked to disk). Not thread-safe.
-class MemoryBooster {
-public:
-    MemoryBooster(const std::string& model, int threads, size_t features, const std::string& origin) {
-        if (XGBoosterCreate(nullptr, 0, &handle_) != 0) throw ModelError(fmt::format("XGBoosterCreate: {}", first_line(XGBGetLastError())));
-        bst_ulong n = 0;
-        const std::string nthread = std::to_string(std::max(1, threads));
-        if (XGBoosterLoadModelFromBuffer(handle_, model.data(), model.size()) != 0 ||
-            XGBoosterSetParam(handle_, "nthread", nthread.c_str()) != 0 || XGBoosterGetNumFeature(handle_, &n) != 0) {
-            const std::string why = first_line(XGBGetLastError());
-            XGBoosterFree(handle_);
-            throw ModelError(fmt::format("{}: not an XGBoost model ({})", origin, why));
-        }
-        if (n != features) {
-            XGBoosterFree(handle_);
-            throw ModelError(fmt::format("{}: booster takes {} features, metadata lists {}", origin, n, features));
-        }
-    }
-    ~MemoryBooster() { XGBoosterFree(handle_); }
-    MemoryBooster(const MemoryBooster&) = delete;
-    MemoryBooster& operator=(const MemoryBooster&) = delete;
-
-    double predict(const std::vector<float>& row) {
-        // "cache_id": 0 is required by 1.7's PredictFromDense (PLATFORM.md).
-        static constexpr const char* kConfig =
-            R"({"type": 0, "training": false, "iteration_begin": 0, "iteration_end": 0, "strict_shape": false, "cache_id": 0, "missing": NaN})";
-        const std::string array = fmt::format(R"({{"data": [{}, true], "shape": [1, {}], "typestr": "<f4", "version": 3}})",
-                                              reinterpret_cast<uintptr_t>(row.data()), row.size());
-        const bst_ulong* shape = nullptr;
-        bst_ulong dims = 0;
-        const float* result = nullptr;
-        if (XGBoosterPredictFromDense(handle_, array.c_str(), kConfig, nullptr, &shape, &dims, &result) != 0) {
-            throw ModelError(fmt::format("XGBoost prediction failed: {}", first_line(XGBGetLastError())));
-        }
-        if (result == nullptr || dims == 0) throw ModelError("XGBoost returned no prediction");
-        return static_cast<double>(result[0]);
-    }
-
-private:
-    BoosterHandle handle_ = nullptr;
-};
-
 const std::string& entry(const std::map<std::string, std::string>& entries, const std::string& name, const std::string& origin) {
     auto it = entries.find(name);
     if (it == entries.end()) throw ModelError(fmt::format("{}: the archive has no {}", origin, name));
     return it->second;
-}
-
-json parse(const std::string& text, const std::string& what) {
-    try {
-        json doc = json::parse(text);
-        if (!doc.is_object()) throw ModelError(fmt::format("{}: top level is not an object", what));
-        return doc;
-    } catch (const json::exception& e) {
-        throw ModelError(fmt::format("{}: not JSON ({})", what, e.what()));
-    }
 }
 
 std::vector<std::string> string_list(const json& doc, const char* field, const std::string& origin) {
@@ -97,13 +40,13 @@ public:
     XgboostZipPredictor(const std::filesystem::path& path, int threads) {
         const std::string origin = path.string();
         const auto entries = read_zip_entries(path);
-        const json meta = parse(entry(entries, "metadata.json", origin), origin + ":metadata.json");
+        const json meta = parse_json_object(entry(entries, "metadata.json", origin), origin + ":metadata.json");
         features_ = string_list(meta, "features", origin + ":metadata.json");
         const std::string output = meta.value("output_type", std::string());
         if (output != "AbsPower" && output != "DynPower") throw ModelError(fmt::format("{}: output_type \"{}\"", origin, output));
         dynamic_ = output == "DynPower";
         const std::string model_file = meta.value("model_file", std::string());
-        const json zones = parse(entry(entries, model_file, origin), origin + ":" + model_file);
+        const json zones = parse_json_object(entry(entries, model_file, origin), origin + ":" + model_file);
         for (const auto& [zone, body] : zones.items()) load_zone(entries, zone, body, threads, origin);
         if (zones_.empty()) throw ModelError(fmt::format("{}: no zone models", origin));
         scaler_ = parse_max_abs_scaler(entry(entries, "scaler.pkl", origin));
@@ -137,14 +80,14 @@ private:
             }
         }
         const std::string file = body.value("model_file", std::string());
-        boosters_.push_back(std::make_unique<MemoryBooster>(entry(entries, file, origin), threads, features_.size(), origin + ":" + file));
+        boosters_.push_back(std::make_unique<XgboostBooster>(entry(entries, file, origin), origin + ":" + file, threads, features_.size()));
         zones_.push_back(*kind);
     }
 
     bool dynamic_ = false;
     std::vector<std::string> features_;
     std::vector<ZoneKind> zones_;
-    std::vector<std::unique_ptr<MemoryBooster>> boosters_;  // parallel to zones_
+    std::vector<std::unique_ptr<XgboostBooster>> boosters_;  // parallel to zones_
     MaxAbsScaler scaler_;
 };
 

@@ -10,6 +10,7 @@
 #include "app/estimator.hpp"
 #include "app/options.hpp"
 #include "export/prometheus_export.hpp"
+#include "support/metric_series.hpp"
 #include "support/test_frames.hpp"
 
 using namespace kepler_estimate;
@@ -18,43 +19,7 @@ using namespace estimate_test;
 namespace {
 
 constexpr uint64_t kSecond = 1'000'000'000ull;
-using Want = std::vector<std::pair<std::string, std::string>>;
 using Families = std::vector<prometheus::MetricFamily>;
-
-/// The value of the first series of `family` carrying every label of `want`; nullopt when none does.
-std::optional<double> value(const Families& families, const std::string& family, const Want& want = {}) {
-    for (const auto& f : families) {
-        if (f.name != family) continue;
-        for (const auto& m : f.metric) {
-            bool all = true;
-            for (const auto& [k, v] : want) {
-                bool hit = false;
-                for (const auto& l : m.label) hit = hit || (l.name == k && l.value == v);
-                all = all && hit;
-            }
-            if (all) return f.type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value;
-        }
-    }
-    return std::nullopt;
-}
-
-/// Sum over the series of `family` that carry every label of `want`.
-double sum(const Families& families, const std::string& family, const Want& want = {}) {
-    double total = 0;
-    for (const auto& f : families) {
-        if (f.name != family) continue;
-        for (const auto& m : f.metric) {
-            bool all = true;
-            for (const auto& [k, v] : want) {
-                bool hit = false;
-                for (const auto& l : m.label) hit = hit || (l.name == k && l.value == v);
-                all = all && hit;
-            }
-            if (all) total += f.type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value;
-        }
-    }
-    return total;
-}
 
 std::set<std::string> names(const Families& families) {
     std::set<std::string> out;
@@ -97,22 +62,22 @@ TEST(Kepler07Families, EveryZoneFamilyPerEntityZeroWhereNotMeasured) {
     const Families f = collect(est, MetricNames::kepler07);
     for (const char* level : {"container", "pod", "namespace", "process"}) {
         for (const char* zone : {"package", "core", "uncore", "dram", "platform", "other", "gpu"}) {
-            EXPECT_TRUE(value(f, fmt::format("kepler_{}_{}_joules_total", level, zone))) << level << " " << zone;
+            EXPECT_TRUE(series_value(f, fmt::format("kepler_{}_{}_joules_total", level, zone))) << level << " " << zone;
         }
     }
     for (const char* zone : {"core", "uncore", "other", "gpu", "platform"}) {
-        EXPECT_EQ(sum(f, fmt::format("kepler_container_{}_joules_total", zone)), 0.0) << zone;
-        EXPECT_EQ(value(f, fmt::format("kepler_node_{}_joules_total", zone), {{"package", "0"}, {"mode", "dynamic"}}), 0.0) << zone;
+        EXPECT_EQ(series_sum(f, fmt::format("kepler_container_{}_joules_total", zone)), 0.0) << zone;
+        EXPECT_EQ(series_value(f, fmt::format("kepler_node_{}_joules_total", zone), {{"package", "0"}, {"mode", "dynamic"}}), 0.0) << zone;
     }
     // Per zone, the containers (with system, kernel and unaccounted) sum to the node: 3 x (10 J, 2 J).
-    EXPECT_NEAR(sum(f, "kepler_container_package_joules_total"), 30.0, 1e-6);
-    EXPECT_NEAR(sum(f, "kepler_container_dram_joules_total"), 6.0, 1e-6);
-    EXPECT_NEAR(sum(f, "kepler_node_package_joules_total"), 30.0, 1e-6);
+    EXPECT_NEAR(series_sum(f, "kepler_container_package_joules_total"), 30.0, 1e-6);
+    EXPECT_NEAR(series_sum(f, "kepler_container_dram_joules_total"), 6.0, 1e-6);
+    EXPECT_NEAR(series_sum(f, "kepler_node_package_joules_total"), 30.0, 1e-6);
     // Kepler's labels: kernel threads in namespace "kernel", a source label on container energy.
-    EXPECT_TRUE(value(f, "kepler_container_joules_total", {{"container_id", "kernel_processes"}, {"container_namespace", "kernel"}}));
-    EXPECT_TRUE(value(f, "kepler_container_joules_total", {{"container_id", "system_processes"}, {"container_namespace", "system"}}));
-    EXPECT_TRUE(value(f, "kepler_container_joules_total", {{"container_id", "c-web"}, {"source", "rapl"}, {"mode", "idle"}}));
-    EXPECT_TRUE(value(f, "kepler_process_joules_total", {{"pid", "1"}, {"source", "rapl"}}));
+    EXPECT_TRUE(series_value(f, "kepler_container_joules_total", {{"container_id", "kernel_processes"}, {"container_namespace", "kernel"}}));
+    EXPECT_TRUE(series_value(f, "kepler_container_joules_total", {{"container_id", "system_processes"}, {"container_namespace", "system"}}));
+    EXPECT_TRUE(series_value(f, "kepler_container_joules_total", {{"container_id", "c-web"}, {"source", "rapl"}, {"mode", "idle"}}));
+    EXPECT_TRUE(series_value(f, "kepler_process_joules_total", {{"pid", "1"}, {"source", "rapl"}}));
 }
 
 TEST(Kepler07Families, UsageCountersOnlyForMetricsTheFramesCarry) {
@@ -120,33 +85,33 @@ TEST(Kepler07Families, UsageCountersOnlyForMetricsTheFramesCarry) {
     Estimator est(EstimatorOptions{});
     for (int i = 0; i < 2; ++i) ASSERT_TRUE(est.process(feed.frame(frame((i + 1) * kSecond))));
     Families f = collect(est, MetricNames::kepler07);
-    const Want web = {{"container_id", "c-web"}, {"source", "synthetic"}};
-    EXPECT_EQ(value(f, "kepler_container_bpf_cpu_time_ms_total", web), 400.0);
-    EXPECT_EQ(value(f, "kepler_container_cpu_cycles_total", web), 2000.0);
-    EXPECT_EQ(value(f, "kepler_process_cpu_cycles_total", {{"pid", "3"}}), 1000.0);
-    EXPECT_EQ(value(f, "kepler_container_cpu_cycles_total", {{"container_id", "kernel_processes"}}), 0.0)
+    const Labels web = {{"container_id", "c-web"}, {"source", "synthetic"}};
+    EXPECT_EQ(series_value(f, "kepler_container_bpf_cpu_time_ms_total", web), 400.0);
+    EXPECT_EQ(series_value(f, "kepler_container_cpu_cycles_total", web), 2000.0);
+    EXPECT_EQ(series_value(f, "kepler_process_cpu_cycles_total", {{"pid", "3"}}), 1000.0);
+    EXPECT_EQ(series_value(f, "kepler_container_cpu_cycles_total", {{"container_id", "kernel_processes"}}), 0.0)
         << "the kernel thread's record has no valid cycles: nothing is added";
     for (const char* absent : {"kepler_container_cpu_instructions_total", "kepler_container_cache_miss_total",
                                "kepler_container_bpf_page_cache_hit_total", "kepler_container_bpf_net_rx_irq_total",
                                "kepler_process_cpu_instructions_total", "kepler_vm_cache_miss_total"}) {
-        EXPECT_FALSE(value(f, absent)) << absent << ": the frames do not carry it, no fake zeros";
+        EXPECT_FALSE(series_value(f, absent)) << absent << ": the frames do not carry it, no fake zeros";
     }
     // The web process exits: its container's counters stay where they were, never decrease.
     ASSERT_TRUE(est.process(feed.frame(frame(3 * kSecond, false))));
     f = collect(est, MetricNames::kepler07);
-    EXPECT_EQ(value(f, "kepler_container_bpf_cpu_time_ms_total", web), 400.0);
-    EXPECT_EQ(value(f, "kepler_container_cpu_cycles_total", web), 2000.0);
+    EXPECT_EQ(series_value(f, "kepler_container_bpf_cpu_time_ms_total", web), 400.0);
+    EXPECT_EQ(series_value(f, "kepler_container_cpu_cycles_total", web), 2000.0);
 }
 
 TEST(Kepler07Families, NodeAndBuildInfo) {
     Feed feed(package_and_dram(kProcfsMetrics));
     Estimator est(EstimatorOptions{});
     Families f = collect(est, MetricNames::kepler07);
-    EXPECT_EQ(value(f, "kepler_exporter_build_info", {{"os", "linux"}}), 1.0) << "build info exists before any frame";
-    EXPECT_FALSE(value(f, "kepler_node_info"));
+    EXPECT_EQ(series_value(f, "kepler_exporter_build_info", {{"os", "linux"}}), 1.0) << "build info exists before any frame";
+    EXPECT_FALSE(series_value(f, "kepler_node_info"));
     ASSERT_TRUE(est.process(feed.frame(frame(kSecond))));
     f = collect(est, MetricNames::kepler07);
-    EXPECT_EQ(value(f, "kepler_node_info", {{"cpu_architecture", "Test CPU @ 1.00GHz"}, {"components_power_source", "rapl-sysfs"},
+    EXPECT_EQ(series_value(f, "kepler_node_info", {{"cpu_architecture", "Test CPU @ 1.00GHz"}, {"components_power_source", "rapl-sysfs"},
                                             {"platform_power_source", "none"}, {"source", "os"}}),
               1.0);
     for (const auto& fam : f) {
@@ -160,12 +125,12 @@ TEST(Kepler07Families, EstimatedIdleSeriesOnlyWhenAsked) {
     Estimator est(EstimatorOptions{});
     ASSERT_TRUE(est.process(feed.frame(simple_frame(kSecond, kSecond, {kSecond}))));
     ExportOptions options{.include_timing = false};
-    EXPECT_TRUE(value(PrometheusExport(est, options).Collect(), "kepler_node_package_joules_total", {{"mode", "idle"}}));
+    EXPECT_TRUE(series_value(PrometheusExport(est, options).Collect(), "kepler_node_package_joules_total", {{"mode", "idle"}}));
     options.estimated_idle = false;
     const Families hidden = PrometheusExport(est, options).Collect();
-    EXPECT_FALSE(value(hidden, "kepler_node_package_joules_total", {{"mode", "idle"}}));
-    EXPECT_FALSE(value(hidden, "kepler_container_joules_total", {{"mode", "idle"}}));
-    EXPECT_TRUE(value(hidden, "kepler_container_joules_total", {{"mode", "dynamic"}}));
+    EXPECT_FALSE(series_value(hidden, "kepler_node_package_joules_total", {{"mode", "idle"}}));
+    EXPECT_FALSE(series_value(hidden, "kepler_container_joules_total", {{"mode", "idle"}}));
+    EXPECT_TRUE(series_value(hidden, "kepler_container_joules_total", {{"mode", "dynamic"}}));
 }
 
 TEST(Kepler010Families, CurrentNamesAndLabels) {
@@ -173,24 +138,24 @@ TEST(Kepler010Families, CurrentNamesAndLabels) {
     Estimator est(EstimatorOptions{});
     for (int i = 0; i < 2; ++i) ASSERT_TRUE(est.process(feed.frame(frame((i + 1) * kSecond))));
     Families f = collect(est, MetricNames::kepler010);
-    const Want package = {{"zone", "package"}, {"node_name", std::string(est.node_name())}};
-    const double node = value(f, "kepler_node_cpu_joules_total", package).value_or(-1);
+    const Labels package = {{"zone", "package"}, {"node_name", std::string(est.node_name())}};
+    const double node = series_value(f, "kepler_node_cpu_joules_total", package).value_or(-1);
     EXPECT_NEAR(node, 20.0, 1e-6);
-    EXPECT_NEAR(*value(f, "kepler_node_cpu_active_joules_total", package) + *value(f, "kepler_node_cpu_idle_joules_total", package),
+    EXPECT_NEAR(*series_value(f, "kepler_node_cpu_active_joules_total", package) + *series_value(f, "kepler_node_cpu_idle_joules_total", package),
                 node, 1e-6);
-    EXPECT_NEAR(*value(f, "kepler_node_cpu_watts", {{"zone", "dram"}}), 2.0, 1e-6);
-    EXPECT_NEAR(*value(f, "kepler_node_cpu_usage_ratio"), 0.35 / 4, 1e-9);
-    EXPECT_TRUE(value(f, "kepler_node_cpu_info", {{"model_name", "Test CPU @ 1.00GHz"}}));
-    const Want web = {{"container_id", "c-web"}, {"container_name", "web"}, {"pod_id", "u1"}, {"state", "running"}, {"zone", "package"}};
-    EXPECT_GT(*value(f, "kepler_container_cpu_joules_total", web), 0.0);
-    EXPECT_EQ(value(f, "kepler_pod_cpu_joules_total", {{"pod_id", "u1"}, {"pod_name", "web-0"}, {"pod_namespace", "shop"}, {"zone", "package"}}),
-              value(f, "kepler_container_cpu_joules_total", web));
-    EXPECT_NEAR(*value(f, "kepler_container_cpu_seconds_total", {{"container_id", "c-web"}}), 0.4, 1e-9);
-    EXPECT_NEAR(*value(f, "kepler_process_cpu_seconds_total", {{"pid", "3"}, {"type", "regular"}}), 0.2, 1e-9);
-    EXPECT_TRUE(value(f, "kepler_process_cpu_joules_total", {{"pid", "1"}, {"type", "container"}, {"container_id", "c-web"}}));
-    EXPECT_FALSE(value(f, "kepler_container_cpu_joules_total", {{"container_id", "kernel_processes"}}))
+    EXPECT_NEAR(*series_value(f, "kepler_node_cpu_watts", {{"zone", "dram"}}), 2.0, 1e-6);
+    EXPECT_NEAR(*series_value(f, "kepler_node_cpu_usage_ratio"), 0.35 / 4, 1e-9);
+    EXPECT_TRUE(series_value(f, "kepler_node_cpu_info", {{"model_name", "Test CPU @ 1.00GHz"}}));
+    const Labels web = {{"container_id", "c-web"}, {"container_name", "web"}, {"pod_id", "u1"}, {"state", "running"}, {"zone", "package"}};
+    EXPECT_GT(*series_value(f, "kepler_container_cpu_joules_total", web), 0.0);
+    EXPECT_EQ(series_value(f, "kepler_pod_cpu_joules_total", {{"pod_id", "u1"}, {"pod_name", "web-0"}, {"pod_namespace", "shop"}, {"zone", "package"}}),
+              series_value(f, "kepler_container_cpu_joules_total", web));
+    EXPECT_NEAR(*series_value(f, "kepler_container_cpu_seconds_total", {{"container_id", "c-web"}}), 0.4, 1e-9);
+    EXPECT_NEAR(*series_value(f, "kepler_process_cpu_seconds_total", {{"pid", "3"}, {"type", "regular"}}), 0.2, 1e-9);
+    EXPECT_TRUE(series_value(f, "kepler_process_cpu_joules_total", {{"pid", "1"}, {"type", "container"}, {"container_id", "c-web"}}));
+    EXPECT_FALSE(series_value(f, "kepler_container_cpu_joules_total", {{"container_id", "kernel_processes"}}))
         << "host and kernel processes are no container in Kepler >= 0.10";
-    EXPECT_EQ(value(f, "kepler_build_info"), 1.0);
+    EXPECT_EQ(series_value(f, "kepler_build_info"), 1.0);
     for (const std::string& name : names(f)) {
         EXPECT_TRUE(name.starts_with("kepler_node_cpu_") || name.starts_with("kepler_container_cpu_") ||
                     name.starts_with("kepler_pod_cpu_") || name.starts_with("kepler_process_cpu_") || name == "kepler_build_info" ||
@@ -200,7 +165,7 @@ TEST(Kepler010Families, CurrentNamesAndLabels) {
     // The web container leaves: its series say terminated until they expire.
     ASSERT_TRUE(est.process(feed.frame(frame(3 * kSecond, false))));
     f = collect(est, MetricNames::kepler010);
-    EXPECT_TRUE(value(f, "kepler_process_cpu_joules_total", {{"pid", "1"}, {"state", "terminated"}}));
+    EXPECT_TRUE(series_value(f, "kepler_process_cpu_joules_total", {{"pid", "1"}, {"state", "terminated"}}));
 }
 
 TEST(MetricNamesBoth, IsTheUnionOfTheTwoSetsWithNothingTwice) {

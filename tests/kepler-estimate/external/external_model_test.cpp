@@ -14,6 +14,7 @@
 #include "export/prometheus_export.hpp"
 #include "model/model_spec.hpp"
 #include "read/frame_source.hpp"
+#include "support/metric_series.hpp"
 #include "support/test_estimates.hpp"
 #include "support/test_frames.hpp"
 
@@ -56,21 +57,6 @@ EstimatorOptions with_external(const std::string& segment, bool primary, std::ch
 
 keplershm::WriterOptions metered_node() { return node_options(4, kProcfsMetrics, {zone_info("package-0", KEPLERSHM_ZONE_PACKAGE, 0)}); }
 keplershm::WriterOptions model_segment() { return estimates_options({zone_info("package", KEPLERSHM_ZONE_PACKAGE, 0)}, "notebook", "v1"); }
-
-double series(const std::vector<prometheus::MetricFamily>& families, const std::string& family,
-              const std::vector<std::pair<std::string, std::string>>& want) {
-    for (const auto& f : families) {
-        if (f.name != family) continue;
-        for (const auto& m : f.metric) {
-            bool all = true;
-            for (const auto& [k, v] : want) {
-                all = all && std::any_of(m.label.begin(), m.label.end(), [&](const auto& l) { return l.name == k && l.value == v; });
-            }
-            if (all) return f.type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value;
-        }
-    }
-    return -1;
-}
 
 }  // namespace
 
@@ -116,12 +102,12 @@ TEST(ExternalModel, APrimaryAnswerIsUsedWaitedForBrieflyAndComparedWithTheMeter)
     EXPECT_NE(report(est, "py").reason.find("producer is behind"), std::string::npos) << report(est, "py").reason;
 
     const auto families = PrometheusExport(est, ExportOptions{}).Collect();
-    EXPECT_EQ(series(families, "kepler_model_answers_total", {{"model", "py"}, {"timing", "ready"}}), 2.0);
-    EXPECT_EQ(series(families, "kepler_model_external_info", {{"model", "py"}, {"producer", "notebook"}, {"version", "v1"}, {"segment", name}}), 1.0);
-    EXPECT_EQ(series(families, "kepler_model_node_joules_total", {{"model", "py"}, {"zone", "package"}}), 46.0);
-    EXPECT_EQ(series(families, "kepler_model_rejected_answers_total", {{"model", "py"}}), 0.0);
-    EXPECT_GE(series(families, "kepler_model_answer_lag_seconds", {{"model", "py"}}), 0.0);
-    EXPECT_EQ(series(families, "kepler_node_package_joules_total", {{"source", "py"}, {"mode", "dynamic"}}), 46.0);
+    EXPECT_EQ(series_value(families, "kepler_model_answers_total", {{"model", "py"}, {"timing", "ready"}}), 2.0);
+    EXPECT_EQ(series_value(families, "kepler_model_external_info", {{"model", "py"}, {"producer", "notebook"}, {"version", "v1"}, {"segment", name}}), 1.0);
+    EXPECT_EQ(series_value(families, "kepler_model_node_joules_total", {{"model", "py"}, {"zone", "package"}}), 46.0);
+    EXPECT_EQ(series_value(families, "kepler_model_rejected_answers_total", {{"model", "py"}}), 0.0);
+    EXPECT_GE(series_value(families, "kepler_model_answer_lag_seconds", {{"model", "py"}}).value_or(-1), 0.0);
+    EXPECT_EQ(series_value(families, "kepler_node_package_joules_total", {{"source", "py"}, {"mode", "dynamic"}}), 46.0);
 }
 
 TEST(ExternalModel, LateAnswersAreCountedAndComparedWithTheirOwnFramesMeter) {

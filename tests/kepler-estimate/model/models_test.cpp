@@ -4,7 +4,9 @@
 
 #include "app/estimator.hpp"
 #include "export/prometheus_export.hpp"
+#include "model/key_value_list.hpp"
 #include "model/model_spec.hpp"
+#include "support/metric_series.hpp"
 #include "support/test_frames.hpp"
 
 using namespace kepler_estimate;
@@ -21,27 +23,6 @@ const ModelReport& report(const Estimator& e, const std::string& name) {
         if (r.name == name) return r;
     }
     throw std::runtime_error("no model " + name);
-}
-
-/// Value of the one series of `family` whose labels include all of `want`.
-double series(const std::vector<prometheus::MetricFamily>& families, const std::string& family,
-              const std::vector<std::pair<std::string, std::string>>& want, bool* found = nullptr) {
-    for (const auto& f : families) {
-        if (f.name != family) continue;
-        for (const auto& m : f.metric) {
-            bool all = true;
-            for (const auto& [k, v] : want) {
-                bool hit = false;
-                for (const auto& l : m.label) hit = hit || (l.name == k && l.value == v);
-                all = all && hit;
-            }
-            if (!all) continue;
-            if (found) *found = true;
-            return f.type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value;
-        }
-    }
-    if (found) *found = false;
-    return -1;
 }
 
 }  // namespace
@@ -73,6 +54,24 @@ TEST(ModelSpec, RejectsBadSpecsWithTheBadPart) {
         (void)parse_model_spec("x=curve:idle_w=abc");
     } catch (const std::invalid_argument& e) {
         EXPECT_NE(std::string(e.what()).find("abc"), std::string::npos);
+    }
+}
+
+// The option lists of curve and kepler-db specs share one splitter; its edges, pinned once here.
+TEST(KeyValueList, SplitsInOrderAndRefusesItemsWithoutAKey) {
+    const std::vector<KeyValue> items = split_key_value_list("a=1,b=x=y,a=,", "option");
+    ASSERT_EQ(items.size(), 3u);
+    EXPECT_EQ(items[0].key, "a");
+    EXPECT_EQ(items[0].value, "1");
+    EXPECT_EQ(items[1].value, "x=y");  // split at the first '='
+    EXPECT_EQ(items[2].value, "");
+    EXPECT_TRUE(split_key_value_list("", "option").empty());
+    for (const char* bad : {"a", "a=1,,b=2", "=1"}) EXPECT_THROW((void)split_key_value_list(bad, "option"), std::invalid_argument) << bad;
+    try {
+        (void)split_key_value_list("x=1,=2", "curve parameter");
+        ADD_FAILURE() << "an empty key was accepted";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_STREQ(e.what(), "curve parameter \"=2\" has an empty key");
     }
 }
 
@@ -161,23 +160,21 @@ TEST(AbTest, KeplerNamesCarryOnlyThePrimaryAndEveryModelHasItsErrors) {
     EXPECT_EQ(est.primary_model(), "small");
 
     const auto families = PrometheusExport(est, ExportOptions{}).Collect();
-    bool found = false;
     // Kepler names: the primary's energy only (4 + 6 J), labelled with it as source.
-    const double dyn = series(families, "kepler_node_package_joules_total", {{"mode", "dynamic"}, {"source", "small"}}, &found);
-    ASSERT_TRUE(found);
-    const double idle = series(families, "kepler_node_package_joules_total", {{"mode", "idle"}, {"source", "small"}});
-    EXPECT_NEAR(dyn + idle, 10.0, 1e-9);
-    series(families, "kepler_node_package_joules_total", {{"source", "rapl"}}, &found);
-    EXPECT_FALSE(found) << "the meter must not appear under Kepler names when it is not primary";
+    const std::optional<double> dyn = series_value(families, "kepler_node_package_joules_total", {{"mode", "dynamic"}, {"source", "small"}});
+    ASSERT_TRUE(dyn);
+    const double idle = series_value(families, "kepler_node_package_joules_total", {{"mode", "idle"}, {"source", "small"}}).value_or(-1);
+    EXPECT_NEAR(*dyn + idle, 10.0, 1e-9);
+    EXPECT_FALSE(series_value(families, "kepler_node_package_joules_total", {{"source", "rapl"}}))
+        << "the meter must not appear under Kepler names when it is not primary";
     // Every model at node level, with its error against the meter.
-    EXPECT_NEAR(series(families, "kepler_model_node_joules_total", {{"model", "small"}, {"zone", "package"}}), 10.0, 1e-9);
-    EXPECT_NEAR(series(families, "kepler_model_node_joules_total", {{"model", "meter"}, {"zone", "package"}}), 17.0, 1e-9);
-    series(families, "kepler_model_node_joules_total", {{"model", "curve"}}, &found);
-    EXPECT_FALSE(found) << "a configured curve replaces the built-in one";
-    EXPECT_NEAR(series(families, "kepler_model_absolute_error_watts", {{"model", "small"}, {"zone", "package"}}), 6.0, 1e-9);
-    EXPECT_NEAR(series(families, "kepler_model_mape_ratio", {{"model", "small"}, {"zone", "package"}}), (0.2 + 0.5) / 2, 1e-9);
-    series(families, "kepler_model_mape_ratio", {{"model", "meter"}}, &found);
-    EXPECT_FALSE(found) << "the meter has no error against itself";
-    EXPECT_EQ(series(families, "kepler_model_info", {{"model", "small"}, {"selected", "true"}, {"reason", "primary (--primary)"}}), 1.0);
-    EXPECT_EQ(series(families, "kepler_model_info", {{"model", "meter"}, {"selected", "false"}}), 1.0);
+    EXPECT_NEAR(series_value(families, "kepler_model_node_joules_total", {{"model", "small"}, {"zone", "package"}}).value_or(-1), 10.0, 1e-9);
+    EXPECT_NEAR(series_value(families, "kepler_model_node_joules_total", {{"model", "meter"}, {"zone", "package"}}).value_or(-1), 17.0, 1e-9);
+    EXPECT_FALSE(series_value(families, "kepler_model_node_joules_total", {{"model", "curve"}})) << "a configured curve replaces the built-in one";
+    EXPECT_NEAR(series_value(families, "kepler_model_absolute_error_watts", {{"model", "small"}, {"zone", "package"}}).value_or(-1), 6.0, 1e-9);
+    EXPECT_NEAR(series_value(families, "kepler_model_mape_ratio", {{"model", "small"}, {"zone", "package"}}).value_or(-1), (0.2 + 0.5) / 2,
+                1e-9);
+    EXPECT_FALSE(series_value(families, "kepler_model_mape_ratio", {{"model", "meter"}})) << "the meter has no error against itself";
+    EXPECT_EQ(series_value(families, "kepler_model_info", {{"model", "small"}, {"selected", "true"}, {"reason", "primary (--primary)"}}), 1.0);
+    EXPECT_EQ(series_value(families, "kepler_model_info", {{"model", "meter"}, {"selected", "false"}}), 1.0);
 }
