@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -253,25 +254,41 @@ uint64_t proc_stat_idle_ns() {
     return ticks * ns_per_tick();
 }
 
+/// Each child's scheduler clock, read just before and just after a sample: the sample's boundary lies
+/// between the two, so a child's true time over an interval is bracketed.
+struct ChildClocks {
+    std::vector<uint64_t> before, after;
+};
+
+ChildClocks sample_with_clocks(BpfSource& source, const std::vector<std::unique_ptr<BusyChild>>& children, SourceSample& out) {
+    ChildClocks c;
+    for (const auto& child : children) c.before.push_back(testing::process_cpu_ns(child->pid()));
+    out = source.sample();
+    for (const auto& child : children) c.after.push_back(testing::process_cpu_ns(child->pid()));
+    return c;
+}
+
 // Periodic 10 ms busy/sleep loops wake on the tick, which /proc/stat's tick sampling overcounts (issue 18:
 // by 73 %). The program's node CPU time is on the processes' clock and cut at their boundary, so the
-// processes explain it (nothing is left unaccounted), and its idle time agrees with the kernel's.
-TEST(BpfSource, NodeCpuTimeIsOnTheProcessClockAndAgreesWithTheKernelsIdleClock) {
-    SKIP_WITHOUT_BPF();
+// processes explain it (nothing is left unaccounted), its idle time agrees with the kernel's own idle
+// clock, and each child's share of the node's busy time is its true share, every interval.
+void expect_node_time_on_the_process_clock(const std::vector<double>& duties) {
     BpfSource source(BpfOptions{});
-    BusyChild sixty(testing::test_cpu(), 0.6);
-    BusyChild thirty(testing::test_cpu(), 0.3);
-    BusyChild ten(testing::test_cpu(), 0.1);
+    std::vector<std::unique_ptr<BusyChild>> children;
+    for (double duty : duties) children.push_back(std::make_unique<BusyChild>(testing::test_cpu(), duty));
     testing::sleep_ms(300);
     const uint64_t idle_outer_begin = proc_stat_idle_ns();
-    SourceSample previous = source.sample();  // CPUs first seen in this interval: a baseline only
+    SourceSample previous;  // CPUs first seen in this interval: a baseline only
+    ChildClocks previous_clocks = sample_with_clocks(source, children, previous);
     const uint64_t idle_inner_begin = proc_stat_idle_ns();
+    const uint64_t first_read_ns = previous.read_time_ns;
     uint64_t busy = 0, task = 0, kernel = 0, idle = 0, processes = 0;
     uint64_t idle_inner_end = 0;
     for (int frame = 0; frame < 5; ++frame) {
         testing::sleep_ms(1000);
         idle_inner_end = proc_stat_idle_ns();
-        const SourceSample s = source.sample();
+        SourceSample s;
+        const ChildClocks clocks = sample_with_clocks(source, children, s);
         ASSERT_TRUE(s.node_cpu.has_value()) << "the eBPF source measures node CPU time itself";
         const uint64_t wall = s.read_time_ns - previous.read_time_ns;
         EXPECT_EQ(s.node_cpu->cpus.size(), static_cast<size_t>(sysconf(_SC_NPROCESSORS_ONLN))) << "frame " << frame;
@@ -284,12 +301,22 @@ TEST(BpfSource, NodeCpuTimeIsOnTheProcessClockAndAgreesWithTheKernelsIdleClock) 
             kernel += c.irq_ns;
             idle += c.idle_ns;
         }
-        busy += s.node_cpu->busy_ns;
+        const uint64_t frame_busy = s.node_cpu->busy_ns;
+        busy += frame_busy;
         for (const ProcessActivity& p : s.processes) processes += p.cpu_time_ns;
-        for (const BusyChild* child : {&sixty, &thirty, &ten}) {
-            EXPECT_NE(find(s, child->pid()), nullptr) << "frame " << frame << ": a periodic child is missing";
+        for (size_t i = 0; i < children.size(); ++i) {
+            const ProcessActivity* p = find(s, children[i]->pid());
+            ASSERT_NE(p, nullptr) << "frame " << frame << ": the child at duty " << duties[i] << " is missing";
+            // Its true time lies between the clocks' inner and outer differences around the two samples;
+            // its share of busy time must be within 2 points of a share in that range (issue 18's goal).
+            const uint64_t lo = clocks.before[i] - previous_clocks.after[i];
+            const uint64_t hi = clocks.after[i] - previous_clocks.before[i];
+            const uint64_t off = p->cpu_time_ns < lo ? lo - p->cpu_time_ns : p->cpu_time_ns > hi ? p->cpu_time_ns - hi : 0;
+            EXPECT_LE(off, frame_busy / 50) << "frame " << frame << ", duty " << duties[i] << ": " << p->cpu_time_ns
+                                            << " ns vs its clock's " << lo << "–" << hi << " ns, node busy " << frame_busy;
         }
         previous = s;
+        previous_clocks = clocks;
     }
     const uint64_t idle_outer_end = proc_stat_idle_ns();
     const std::string run = " over 5 s: busy " + std::to_string(busy) + " ns, tasks " + std::to_string(task) +
@@ -299,11 +326,26 @@ TEST(BpfSource, NodeCpuTimeIsOnTheProcessClockAndAgreesWithTheKernelsIdleClock) 
     // Issue 18's goal: what no process explains is at most 2 % of node CPU time (it was 50 % on ticks).
     EXPECT_LE(task > processes ? task - processes : 0, busy / 50) << run;
     EXPECT_LE(processes > task ? processes - task : 0, busy / 50) << run;
-    // The kernel's idle clock between readings just inside and just outside the same boundaries; each
-    // reading is truncated to a tick per CPU.
-    const uint64_t quantum = static_cast<uint64_t>(sysconf(_SC_NPROCESSORS_ONLN)) * ns_per_tick();
-    EXPECT_GE(idle + quantum, idle_inner_end - idle_inner_begin) << run;
-    EXPECT_LE(idle, idle_outer_end - idle_outer_begin + quantum) << run;
+    // The kernel's idle clock between readings just inside and just outside the same boundaries, each
+    // truncated to a tick per CPU. The two clocks differ by definition: the idle task's wall time holds
+    // the interrupts that wake an idle CPU and the idle loop's entry and exit, which the kernel's idle
+    // clock leaves out, and a switch the tracepoint missed makes idle time nobody's until the repair.
+    // Measured here: +89 ms over 9 s of 10 ms wake-ups, −62 ms over 5 s beside a compiler (0.6–1 % of
+    // the CPU time). Allowed: issue 18's 2 % of the CPU time — ticks were off by 73 %.
+    const uint64_t cpus = static_cast<uint64_t>(sysconf(_SC_NPROCESSORS_ONLN));
+    const uint64_t allowed = cpus * ns_per_tick() + cpus * (previous.read_time_ns - first_read_ns) / 50;
+    EXPECT_GE(idle + allowed, idle_inner_end - idle_inner_begin) << run;
+    EXPECT_LE(idle, idle_outer_end - idle_outer_begin + allowed) << run;
+}
+
+TEST(BpfSource, NodeTimeIsOnTheProcessClockUnderTickAlignedLoad) {
+    SKIP_WITHOUT_BPF();
+    expect_node_time_on_the_process_clock({0.6, 0.3, 0.1});
+}
+
+TEST(BpfSource, NodeTimeIsOnTheProcessClockOnANearlyQuietNode) {
+    SKIP_WITHOUT_BPF();
+    expect_node_time_on_the_process_clock({0.05, 0.02, 0.01});
 }
 
 }  // namespace
