@@ -1,5 +1,5 @@
-// The pipeline for one frame: features → node models → attribution → ledger. Readers (exporters,
-// the terminal view, the CSV writer) look at the result under the same lock.
+// The pipeline for one frame: features → node models → attribution → ledger. The terminal view and the
+// CSV writer read the result under the estimator's lock; exporters on other threads read a snapshot().
 #pragma once
 
 #include <array>
@@ -41,7 +41,17 @@ struct Health {
     double last_latency_s = 0;
 };
 
-/// Thread-safe: process() and refresh_models() lock mutex(); readers lock it too while they look.
+/// What the exporters on other threads read, copied under the estimator's lock: every part is from the
+/// same frame, and the copy's owner reads it without the lock for as long as it likes. Plain value.
+struct EstimatorSnapshot {
+    Ledger ledger;
+    std::vector<ModelReport> models;
+    Health health;
+    std::string node_name;
+};
+
+/// Thread-safe: process() and refresh_models() lock mutex(); exporters on other threads take a snapshot(),
+/// which holds it only while it copies.
 class Estimator {
 public:
     explicit Estimator(EstimatorOptions options);
@@ -57,6 +67,10 @@ public:
     std::vector<std::string> refresh_models();
     /// Log lines of the models since the last call (e.g. an external model's producer came or went).
     std::vector<std::string> take_model_messages();
+
+    /// A copy of what the exporters read, under the lock: the only time a scrape holds it. Without
+    /// `processes` the ledger's process table (its largest part, read only for process series) stays behind.
+    [[nodiscard]] EstimatorSnapshot snapshot(bool processes) const;
 
     [[nodiscard]] std::mutex& mutex() const noexcept { return mutex_; }
     // The accessors below must be used with mutex() held (or from the pipeline thread).
