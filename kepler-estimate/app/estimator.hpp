@@ -1,5 +1,5 @@
 // The pipeline for one frame: features → node models → attribution → ledger. The terminal view and the
-// CSV writer read the result under the estimator's lock; exporters on other threads read a snapshot().
+// CSV writer read the result on the pipeline thread; exporters on other threads read a snapshot().
 #pragma once
 
 #include <array>
@@ -50,8 +50,8 @@ struct EstimatorSnapshot {
     std::string node_name;
 };
 
-/// Thread-safe: process() and refresh_models() lock mutex(); exporters on other threads take a snapshot(),
-/// which holds it only while it copies.
+/// Thread-safe as used: one pipeline thread calls process() and the other mutators (they lock); other
+/// threads only take a snapshot(), which holds the lock only while it copies.
 class Estimator {
 public:
     explicit Estimator(EstimatorOptions options);
@@ -72,8 +72,8 @@ public:
     /// `processes` the ledger's process table (its largest part, read only for process series) stays behind.
     [[nodiscard]] EstimatorSnapshot snapshot(bool processes) const;
 
-    [[nodiscard]] std::mutex& mutex() const noexcept { return mutex_; }
-    // The accessors below must be used with mutex() held (or from the pipeline thread).
+    // The accessors below are for the pipeline thread (the only writer) and single-threaded tests;
+    // other threads use snapshot().
     [[nodiscard]] const Ledger& ledger() const noexcept { return ledger_; }
     [[nodiscard]] const ModelSet& models() const noexcept { return models_; }
     [[nodiscard]] const Health& health() const noexcept { return health_; }
