@@ -197,6 +197,17 @@ void BM_Scrape(benchmark::State& state) {
 }
 BENCHMARK(BM_Scrape)->Args({10, 0})->Args({100, 0})->Args({1000, 0})->Args({100, 1})->Unit(benchmark::kMillisecond);
 
+/// What a scrape holds the estimator's lock for: the copy of what the exporters read, with
+/// range(0) processes in 100 containers; process series when range(1) != 0.
+void BM_Snapshot(benchmark::State& state) {
+    const auto processes = static_cast<uint32_t>(state.range(0));
+    SyntheticFrame frame(processes, 100, true);
+    Estimator estimator(EstimatorOptions{});
+    estimator.process(frame.view());
+    for (auto _ : state) benchmark::DoNotOptimize(estimator.snapshot(state.range(1) != 0));
+}
+BENCHMARK(BM_Snapshot)->Args({1000, 0})->Args({1000, 1})->Args({10000, 0})->Args({10000, 1})->Unit(benchmark::kMicrosecond);
+
 /// Frame latency (process(), wall time) while another thread scrapes 430 containers (12k series,
 /// collect + text) back to back, against the same frames with no scrape (range(0) == 0): how long a
 /// frame waits for a scrape (issue 18). The frames themselves are written with the timer paused.
