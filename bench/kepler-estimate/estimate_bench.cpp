@@ -1,13 +1,15 @@
 // Micro-benchmarks of the estimator's per-frame work: attribution at 1k and 10k processes (goal:
-// 10k in <= 5 ms), the node model per frame (goal: <= 100 us) and the cost of a scrape against the
-// number of series.
+// 10k in <= 5 ms), the node model per frame (goal: <= 100 us), the cost of a scrape against the
+// number of series, and how long a frame waits while a scrape runs.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <thread>
 
 #include "app/estimator.hpp"
 #include "attribute/attribution.hpp"
@@ -194,6 +196,56 @@ void BM_Scrape(benchmark::State& state) {
     state.counters["bytes"] = static_cast<double>(bytes);
 }
 BENCHMARK(BM_Scrape)->Args({10, 0})->Args({100, 0})->Args({1000, 0})->Args({100, 1})->Unit(benchmark::kMillisecond);
+
+/// What a scrape holds the estimator's lock for: the copy of what the exporters read, with
+/// range(0) processes in 100 containers; process series when range(1) != 0.
+void BM_Snapshot(benchmark::State& state) {
+    const auto processes = static_cast<uint32_t>(state.range(0));
+    SyntheticFrame frame(processes, 100, true);
+    Estimator estimator(EstimatorOptions{});
+    estimator.process(frame.view());
+    for (auto _ : state) benchmark::DoNotOptimize(estimator.snapshot(state.range(1) != 0));
+}
+BENCHMARK(BM_Snapshot)->Args({1000, 0})->Args({1000, 1})->Args({10000, 0})->Args({10000, 1})->Unit(benchmark::kMicrosecond);
+
+/// Frame latency (process(), wall time) while another thread scrapes 430 containers (12k series,
+/// collect + text) back to back, against the same frames with no scrape (range(0) == 0): how long a
+/// frame waits for a scrape (issue 18). The frames themselves are written with the timer paused.
+void BM_FrameDuringScrape(benchmark::State& state) {
+    const bool scraping = state.range(0) != 0;
+    constexpr uint32_t kContainers = 430;
+    SyntheticFrame frame(kContainers, kContainers, true);
+    Estimator estimator(EstimatorOptions{});
+    estimator.process(frame.view());
+    PrometheusExport exporter(estimator, ExportOptions{.include_timing = true});
+    size_t series = 0;
+    for (const auto& f : exporter.Collect()) series += f.metric.size();
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> scrapes{0};
+    std::thread scraper([&] {
+        // SYNC POINT: partner stop.store() after the loop; relaxed: `stop` only ends this loop, join() orders the rest.
+        while (scraping && !stop.load(std::memory_order_relaxed)) {
+            benchmark::DoNotOptimize(to_text(exporter.Collect()).size());
+            scrapes.fetch_add(1, std::memory_order_relaxed);
+        }
+    });
+    uint64_t n = 2;
+    double worst_s = 0;
+    for (auto _ : state) {
+        state.PauseTiming();
+        const keplershm::FrameView& view = frame.write(kContainers, kContainers, n++);
+        state.ResumeTiming();
+        const auto started = std::chrono::steady_clock::now();
+        benchmark::DoNotOptimize(estimator.process(view));
+        worst_s = std::max(worst_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    }
+    stop.store(true, std::memory_order_relaxed);
+    scraper.join();
+    state.counters["series"] = static_cast<double>(series);
+    state.counters["worst_ms"] = worst_s * 1e3;
+    state.counters["scrapes"] = static_cast<double>(scrapes.load(std::memory_order_relaxed));
+}
+BENCHMARK(BM_FrameDuringScrape)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

@@ -82,6 +82,17 @@ const char* runtime_name(uint32_t runtime) {
 
 }  // namespace
 
+Ledger Ledger::copy_for_export(bool processes) const {
+    Ledger out(options_);
+    static_cast<LedgerTotals&>(out) = *this;
+    if (!processes) return out;
+    out.processes_.reserve(exported_processes_);
+    for (const auto& [key, p] : processes_) {
+        if (p.exported) out.processes_.emplace(key, p);
+    }
+    return out;
+}
+
 size_t Ledger::zone_slot(const ZoneKey& zone) {
     for (size_t i = 0; i < zones_.size(); ++i) {
         if (zones_[i] == zone) return i;

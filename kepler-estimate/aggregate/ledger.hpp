@@ -81,10 +81,41 @@ struct LedgerOptions {
     size_t process_series_cap = 1000;           // per-process series exported at most
 };
 
-/// Not thread-safe: the pipeline thread writes it; exporters read it under the pipeline's lock.
-class Ledger {
+namespace detail {
+
+/// Everything a Ledger holds but its process table, so that copy_for_export() copies all of it (members
+/// added later included) and leaves the table behind. Private to Ledger.
+struct LedgerTotals {
+    LedgerOptions options_;
+    std::vector<ZoneKey> zones_;
+    std::vector<std::string> node_sources_;  // per zone slot
+    EntityEnergy node_;
+    std::map<std::string, ContainerEntry> containers_;
+    std::map<std::string, PodEntry> pods_;
+    std::map<std::string, EntityEnergy> namespaces_;
+    std::map<std::string, VmEntry> vms_;
+    size_t exported_processes_ = 0;
+    uint64_t process_series_refused_ = 0;
+    double interval_s_ = 0;
+    uint64_t frames_ = 0;
+    uint64_t usage_mask_ = 0;
+    std::string collector_source_;
+    std::string cpu_model_;
+    double cpu_usage_ratio_ = 0;
+};
+
+}  // namespace detail
+
+/// Not thread-safe: the pipeline thread writes it; exporters on other threads read a copy_for_export()
+/// taken under the pipeline's lock.
+class Ledger : private detail::LedgerTotals {
 public:
-    explicit Ledger(LedgerOptions options = {}) : options_(options) {}
+    explicit Ledger(LedgerOptions options = {}) { options_ = options; }
+
+    /// A copy for readers (exporters): everything, but of the process table (the largest part, read
+    /// only for process series) only the entries holding series, and none without `processes`.
+    /// Reading only: add_frame() on the copy would count the left-out processes as new.
+    [[nodiscard]] Ledger copy_for_export(bool processes) const;
 
     /// Adds one attributed frame. `source` is the node power source label (meter or model name).
     void add_frame(const keplershm::FrameView& frame, const Attribution& attribution, const std::string& source);
@@ -121,23 +152,7 @@ private:
     void expire(uint64_t now_ns);
     void note_node_usage(const keplershm::FrameView& frame);
 
-    LedgerOptions options_;
-    std::vector<ZoneKey> zones_;
-    std::vector<std::string> node_sources_;  // per zone slot
-    EntityEnergy node_;
-    std::map<std::string, ContainerEntry> containers_;
-    std::map<std::string, PodEntry> pods_;
-    std::map<std::string, EntityEnergy> namespaces_;
-    std::map<std::string, VmEntry> vms_;
     std::unordered_map<ProcessKey, ProcessEntry, ProcessKeyHash> processes_;
-    size_t exported_processes_ = 0;
-    uint64_t process_series_refused_ = 0;
-    double interval_s_ = 0;
-    uint64_t frames_ = 0;
-    uint64_t usage_mask_ = 0;
-    std::string collector_source_;
-    std::string cpu_model_;
-    double cpu_usage_ratio_ = 0;
 };
 
 }  // namespace kepler_estimate

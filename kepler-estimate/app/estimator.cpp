@@ -17,6 +17,13 @@ std::vector<std::string> Estimator::take_model_messages() {
     return models_.take_messages();
 }
 
+EstimatorSnapshot Estimator::snapshot(bool processes) const {
+    // SYNC POINT: the same lock as process(), refresh_models() and the count_*() calls, so that the copy
+    // is all of one frame; nothing else is shared with the snapshot once it is made.
+    std::lock_guard lock(mutex_);
+    return EstimatorSnapshot{ledger_.copy_for_export(processes), models_.reports(), health_, node_name_};
+}
+
 void Estimator::count_missed(uint64_t frames) {
     std::lock_guard lock(mutex_);
     health_.frames_missed += frames;
@@ -49,6 +56,7 @@ void Estimator::note_continuity(const keplershm::FrameView& frame) {
 
 bool Estimator::process(const keplershm::FrameView& frame) {
     const auto started = std::chrono::steady_clock::now();
+    // SYNC POINT: partner snapshot(): a scrape's copy holds this frame whole or not at all.
     std::lock_guard lock(mutex_);
     ++health_.frames_read;
     note_continuity(frame);

@@ -1,5 +1,5 @@
-// The pipeline for one frame: features → node models → attribution → ledger. Readers (exporters,
-// the terminal view, the CSV writer) look at the result under the same lock.
+// The pipeline for one frame: features → node models → attribution → ledger. The terminal view and the
+// CSV writer read the result on the pipeline thread; exporters on other threads read a snapshot().
 #pragma once
 
 #include <array>
@@ -41,7 +41,17 @@ struct Health {
     double last_latency_s = 0;
 };
 
-/// Thread-safe: process() and refresh_models() lock mutex(); readers lock it too while they look.
+/// What the exporters on other threads read, copied under the estimator's lock: every part is from the
+/// same frame, and the copy's owner reads it without the lock for as long as it likes. Plain value.
+struct EstimatorSnapshot {
+    Ledger ledger;
+    std::vector<ModelReport> models;
+    Health health;
+    std::string node_name;
+};
+
+/// Thread-safe as used: one pipeline thread calls process() and the other mutators (they lock); other
+/// threads only take a snapshot(), which holds the lock only while it copies.
 class Estimator {
 public:
     explicit Estimator(EstimatorOptions options);
@@ -58,8 +68,12 @@ public:
     /// Log lines of the models since the last call (e.g. an external model's producer came or went).
     std::vector<std::string> take_model_messages();
 
-    [[nodiscard]] std::mutex& mutex() const noexcept { return mutex_; }
-    // The accessors below must be used with mutex() held (or from the pipeline thread).
+    /// A copy of what the exporters read, under the lock: the only time a scrape holds it. Without
+    /// `processes` the ledger's process table (its largest part, read only for process series) stays behind.
+    [[nodiscard]] EstimatorSnapshot snapshot(bool processes) const;
+
+    // The accessors below are for the pipeline thread (the only writer) and single-threaded tests;
+    // other threads use snapshot().
     [[nodiscard]] const Ledger& ledger() const noexcept { return ledger_; }
     [[nodiscard]] const ModelSet& models() const noexcept { return models_; }
     [[nodiscard]] const Health& health() const noexcept { return health_; }

@@ -56,7 +56,7 @@ void handle_frame(Estimator& estimator, const keplershm::FrameView& frame, CsvEx
         last_logged = kind;
         return;
     }
-    std::lock_guard lock(estimator.mutex());  // exporters read concurrently
+    // No lock: this thread is the estimator's only writer, and scrapes read their own snapshot() copies.
     if (csv != nullptr) csv->write_interval(estimator);
     if (top) print_top(estimator, stdout);
 }

@@ -1,5 +1,6 @@
 // Private to export/: the family builder and the helpers that the Kepler 0.7 and Kepler >= 0.10
-// name sets share. Each set is one function over the estimator (caller holds its mutex).
+// name sets share. Each set is one function over a snapshot of the estimator (the caller's own copy:
+// no lock is held while the families are built).
 #pragma once
 
 #include <map>
@@ -49,7 +50,7 @@ struct BuildFacts {
 };
 [[nodiscard]] const BuildFacts& build_facts();
 
-void add_kepler07(FamilyBuilder& b, const Estimator& est, const ExportOptions& options);
-void add_kepler010(FamilyBuilder& b, const Estimator& est, const ExportOptions& options);
+void add_kepler07(FamilyBuilder& b, const EstimatorSnapshot& est, const ExportOptions& options);
+void add_kepler010(FamilyBuilder& b, const EstimatorSnapshot& est, const ExportOptions& options);
 
 }  // namespace kepler_estimate::families

@@ -128,8 +128,8 @@ void add_build_info(FamilyBuilder& b) {
 
 }  // namespace
 
-void add_kepler010(FamilyBuilder& b, const Estimator& est, const ExportOptions& options) {
-    const Context ctx{est.ledger(), clean_label(est.node_name())};
+void add_kepler010(FamilyBuilder& b, const EstimatorSnapshot& est, const ExportOptions& options) {
+    const Context ctx{est.ledger, clean_label(est.node_name)};
     add_build_info(b);
     if (ctx.ledger.frames() == 0) return;
     add_node(b, ctx);

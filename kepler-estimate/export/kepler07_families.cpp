@@ -71,11 +71,11 @@ void add_node_zone(FamilyBuilder& b, ZoneKind kind, const Labels& labels, double
 }
 
 /// Node zones per socket; zones the node lacks get zero series on the sockets it has.
-void add_node(FamilyBuilder& b, const Estimator& est, const ExportOptions& options) {
-    const Ledger& ledger = est.ledger();
+void add_node(FamilyBuilder& b, const EstimatorSnapshot& est, const ExportOptions& options) {
+    const Ledger& ledger = est.ledger;
     const EntityEnergy& node = ledger.node();
     const double dt = interval_or_one(ledger);
-    const std::string instance = clean_label(est.node_name());
+    const std::string instance = clean_label(est.node_name);
     std::set<ZoneKind> present;
     std::set<std::string> sockets;
     for (size_t z = 0; z < node.total.size() && z < ledger.zones().size(); ++z) {
@@ -165,8 +165,8 @@ void add_build_info(FamilyBuilder& b) {
 
 }  // namespace
 
-void add_kepler07(FamilyBuilder& b, const Estimator& est, const ExportOptions& options) {
-    const Ledger& ledger = est.ledger();
+void add_kepler07(FamilyBuilder& b, const EstimatorSnapshot& est, const ExportOptions& options) {
+    const Ledger& ledger = est.ledger;
     add_node(b, est, options);
     for (const auto& [_, c] : ledger.containers()) {
         add_workload(b, ledger, options, "container", with(container_labels(c), "source", node_source(ledger)), c.energy);

@@ -1,8 +1,9 @@
 // Prometheus export: Kepler's metric names and labels (0.7, >= 0.10 or both) for the primary model,
-// kepler_model_* for every model (A/B), and the estimator's health. Values are read from the
-// Estimator at scrape time.
+// kepler_model_* for every model (A/B), and the estimator's health. Values are read from a snapshot of
+// the Estimator taken at scrape time.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,15 +31,20 @@ struct ExportOptions {
     bool estimated_idle = true;
 };
 
-/// A prometheus-cpp Collectable over an Estimator. Thread-safe: Collect() locks the estimator.
+/// A prometheus-cpp Collectable over an Estimator. Thread-safe: Collect() holds the estimator's lock
+/// only while it copies what it reads (Estimator::snapshot), then builds the families from the copy.
 class PrometheusExport final : public prometheus::Collectable {
 public:
     PrometheusExport(const Estimator& estimator, ExportOptions options) : estimator_(estimator), options_(options) {}
     std::vector<prometheus::MetricFamily> Collect() const override;
+    /// Tests: `hook` runs inside Collect() between the snapshot and the families (no lock held), so a
+    /// test can hold a scrape there. Set it before the first Collect().
+    void set_after_snapshot_hook(std::function<void()> hook) { after_snapshot_ = std::move(hook); }
 
 private:
     const Estimator& estimator_;
     ExportOptions options_;
+    std::function<void()> after_snapshot_;
 };
 
 /// Text exposition format of `families` (what /metrics serves).
