@@ -90,15 +90,13 @@ struct kepler_cpu_state {
     __u64 spanned_boundary_ns;                 /* that boundary; 0 = no such slice has ended yet */
     __u64 spanned_before_ns;                   /* its on-CPU ns before the boundary */
     struct kepler_proc_key spanned_process;
-    /* This CPU's time on the scheduler's clock, cumulative since load: node busy time measured like
-     * process time (ticks from /proc/stat overcount tasks that wake on the tick). */
-    __u64 task_ns;                             /* slices of tasks that ended here (sum of charged slices) */
-    __u64 idle_ns;                             /* wall time of idle-task slices that ended here */
-    /* task_ns and idle_ns as they stood at `marked_boundary_ns`, stored by the first switch at or after
-     * that boundary (with the running slice's part before it), so user space cuts them exactly there. */
+    /* This CPU's busy time on the processes' clock, cumulative since load: the slices of tasks that
+     * ended here (ticks from /proc/stat overcount tasks that wake on the tick). */
+    __u64 task_ns;
+    /* task_ns as it stood at `marked_boundary_ns`, stored by the first task switch-out at or after that
+     * boundary (with the running slice's part before it), so user space cuts it exactly there. */
     __u64 marked_boundary_ns;
     __u64 task_at_mark_ns;
-    __u64 idle_at_mark_ns;
     __u64 version_begin;                       /* stored first by the writer, read last by user space */
 };
 

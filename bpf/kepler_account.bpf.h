@@ -202,25 +202,20 @@ static __always_inline void record_spanning(struct kepler_cpu_state *cpu, const 
     cpu->spanned_process = *key;
 }
 
-/* Before the first change of this CPU's clocks at or after `boundary`: store them as they stood at the
- * boundary, with the running slice's part before it (wall time, at most the slice). `running_is_idle`
- * says what the record's running slice is; its start must be the record's (same task). */
-static __always_inline void mark_cpu_clocks(struct kepler_cpu_state *cpu, __u64 boundary, __u64 now,
-                                            bool running_is_idle, __u64 slice)
+/* Before the first task slice that ends on this CPU at or after `boundary`: store the CPU's task time as
+ * it stood at the boundary, with the ending slice's part before it (wall time, at most the slice; 0 when
+ * the record's slice is not this thread's). */
+static __always_inline void mark_cpu_task_time(struct kepler_cpu_state *cpu, __u64 boundary, __u64 now,
+                                               __u64 slice)
 {
     if (boundary == 0 || now < boundary || cpu->marked_boundary_ns == boundary)
         return;
     __u64 task = cpu->task_ns;
-    __u64 idle = cpu->idle_ns;
     if (cpu->running_since_ns != 0 && cpu->running_since_ns < boundary) {
         __u64 before = boundary - cpu->running_since_ns;
-        if (running_is_idle)
-            idle += before;
-        else
-            task += before < slice ? before : slice;
+        task += before < slice ? before : slice;
     }
     cpu->task_at_mark_ns = task;
-    cpu->idle_at_mark_ns = idle;
     cpu->marked_boundary_ns = boundary;
 }
 
@@ -244,7 +239,7 @@ static __always_inline struct kepler_proc_stats *account_current(struct kepler_c
     record_spanning(cpu, &key, (__u32)pid_tgid, boundary, now, slice);
     /* The record's slice is this thread's only when it names it; else (a switch the tracepoint missed)
      * nothing of the record's slice is known and no part of it goes before the boundary. */
-    mark_cpu_clocks(cpu, boundary, now, false, cpu->tid == (__u32)pid_tgid ? slice : 0);
+    mark_cpu_task_time(cpu, boundary, now, cpu->tid == (__u32)pid_tgid ? slice : 0);
     cpu->task_ns += slice;
     return stats;
 }
@@ -263,16 +258,6 @@ static __always_inline void end_state_write(struct kepler_cpu_state *cpu, __u64 
 {
     compiler_barrier();
     cpu->version_end = version;
-}
-
-/* The idle task is switching out: its slice since the record's switch-in was idle wall time. An idle
- * slice whose start was not seen (first after load, or a record the repair rewrote) adds nothing. */
-static __always_inline void account_idle(struct kepler_cpu_state *cpu, __u64 now)
-{
-    bool known = cpu->running_since_ns != 0 && cpu->tid == 0 && now > cpu->running_since_ns;
-    __u64 idle = known ? now - cpu->running_since_ns : 0;
-    mark_cpu_clocks(cpu, current_boundary(), now, true, idle);
-    cpu->idle_ns += idle;
 }
 
 /* Records who runs on this CPU from `now` on. */
@@ -297,8 +282,6 @@ static __always_inline int on_switch(__u64 prev_runtime, __u32 next_tid)
 
     if ((pid_tgid >> 32) != 0) /* tgid 0: the idle task, not a process */
         stats = account_current(cpu, pid_tgid, now, prev_runtime);
-    else
-        account_idle(cpu, now);
     if (hw_counters_enabled)
         charge_counters(cpu, stats);
     record_running(cpu, next_tid, now);

@@ -210,8 +210,8 @@ BpfSource::ProcessTimes BpfSource::read_spanning(const CpuStates& states, uint64
     return before_boundary;
 }
 
-// Each CPU's task and idle time since the previous boundary, on the scheduler's clock (see the class
-// comment). The slice running at the boundary is split there exactly as read_spanning() splits it.
+// Each CPU's task time since the previous boundary, on the processes' clock (see the class comment). The
+// slice running at the boundary is split there exactly as read_spanning() splits it.
 NodeCpuSample BpfSource::node_cpu_time(const CpuStates& states, uint64_t boundary) {
     const uint64_t wall = grown(boundary, previous_boundary_ns_);
     previous_boundary_ns_ = boundary;
@@ -220,15 +220,13 @@ NodeCpuSample BpfSource::node_cpu_time(const CpuStates& states, uint64_t boundar
         if (!states[cpu]) continue;  // torn: its time stays in its baseline and shows in the next frame
         const kepler_cpu_state& s = *states[cpu];
         CpuClocks now;
-        now.known = s.running_since_ns != 0 || s.task_ns != 0 || s.idle_ns != 0;
-        if (s.marked_boundary_ns == boundary) {  // switched since the boundary: the program cut them
+        now.known = s.running_since_ns != 0 || s.task_ns != 0;
+        if (s.marked_boundary_ns == boundary) {  // a slice ended since the boundary: the program cut it
             now.task_ns = s.task_at_mark_ns;
-            now.idle_ns = s.idle_at_mark_ns;
-        } else {  // no switch since: add the running slice's part up to the boundary
+        } else {  // none since: add the running task's part up to the boundary
             now.task_ns = s.task_ns;
-            now.idle_ns = s.idle_ns;
-            if (s.running_since_ns != 0 && s.running_since_ns < boundary) {
-                (s.tid == 0 ? now.idle_ns : now.task_ns) += boundary - s.running_since_ns;
+            if (s.tid != 0 && s.running_since_ns != 0 && s.running_since_ns < boundary) {
+                now.task_ns += boundary - s.running_since_ns;
             }
         }
         CpuClocks& before = cpu_clocks_[cpu];
@@ -236,21 +234,13 @@ NodeCpuSample BpfSource::node_cpu_time(const CpuStates& states, uint64_t boundar
             keplershm_cpu_sample c{};
             c.cpu = cpu;
             c.user_ns = grown(now.task_ns, before.task_ns);
-            if (before.known) {
-                c.idle_ns = grown(now.idle_ns, before.idle_ns);
-                c.irq_ns = grown(grown(wall, c.idle_ns), c.user_ns);  // busy time no task's clock covers
-            } else {
-                // First switches seen in this interval: the idle time before them is unknown, so the
-                // CPU counts as busy only for what its tasks ran.
-                c.idle_ns = grown(wall, c.user_ns);
-            }
-            sample.busy_ns += c.user_ns + c.irq_ns;
+            c.idle_ns = grown(wall, c.user_ns);
+            sample.busy_ns += c.user_ns;
             sample.cpus.push_back(c);
         }
         // Never below what was already published (as a process's total): the part of a running slice
         // before a boundary is wall time, which the scheduler's count of the whole slice can undercut.
         before.task_ns = std::max(before.task_ns, now.task_ns);
-        before.idle_ns = std::max(before.idle_ns, now.idle_ns);
         before.known = now.known;
     }
     return sample;
