@@ -26,19 +26,9 @@ public:
     static NodeCpuSample difference(const std::vector<CpuTicks>& before, const std::vector<CpuTicks>& after,
                                     uint64_t ns_per_tick);
 
-    /// Puts each CPU's task time on the kernel's exact clocks. /proc/stat's user, nice and system are
-    /// tick samples, which overcount tasks that wake on the tick (issue 18: by 73 %), while its idle and
-    /// iowait come from the idle loop's own clock (NO_HZ; exact but for the printed tick) and each
-    /// process's utime+stime is its exact runtime in ticks. So a CPU's busy time is the `elapsed_ns`
-    /// between the two readings minus idle and iowait, and user/nice/system are scaled (in proportion)
-    /// to that busy time less irq, softirq and steal. Without NO_HZ every field is sampled and the
-    /// scaling changes little.
-    static void rescale_to_idle_clock(NodeCpuSample& sample, uint64_t elapsed_ns);
-
 private:
     std::string path_;
     std::vector<CpuTicks> previous_;
-    uint64_t previous_read_ns_ = 0;
 };
 
 }  // namespace kepler::collect

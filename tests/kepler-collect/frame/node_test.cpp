@@ -35,31 +35,6 @@ TEST(ProcStat, PerCpuLinesAndDeltas) {
     EXPECT_THROW((void)parse_proc_stat_cpus("cpu0 1 2 3 x 5 6 7 8\n"), CollectError);
 }
 
-// Sampled user/nice/system are scaled to the CPU's exact busy time (elapsed − idle − iowait) less the
-// kernel's own irq/softirq/steal; the busy total then follows the idle clock, not the ticks.
-TEST(ProcStat, TaskTimeIsRescaledToTheIdleClock) {
-    NodeCpuSample s;
-    keplershm_cpu_sample ticked{};  // 800 ms of task ticks where only 570 ms of tasks ran
-    ticked.cpu = 0;
-    ticked.user_ns = 600'000'000;
-    ticked.system_ns = 200'000'000;
-    ticked.idle_ns = 300'000'000;
-    ticked.iowait_ns = 100'000'000;
-    ticked.irq_ns = 20'000'000;
-    ticked.softirq_ns = 10'000'000;
-    keplershm_cpu_sample missed{};  // a task ran 100 ms between ticks
-    missed.cpu = 1;
-    missed.idle_ns = 900'000'000;
-    s.cpus = {ticked, missed};
-    NodeCpuReader::rescale_to_idle_clock(s, 1'000'000'000);
-    EXPECT_EQ(s.cpus[0].system_ns, 142'500'000u) << "200 × 570 / 800";
-    EXPECT_EQ(s.cpus[0].user_ns, 427'500'000u);
-    EXPECT_EQ(s.cpus[0].irq_ns, 20'000'000u) << "the kernel's own time is kept";
-    EXPECT_EQ(s.cpus[0].idle_ns, 300'000'000u);
-    EXPECT_EQ(s.cpus[1].user_ns, 100'000'000u);
-    EXPECT_EQ(s.busy_ns, 600'000'000u + 100'000'000u);
-}
-
 TEST(ProcStat, RealNodeReadsEveryCpu) {
     NodeCpuReader reader;
     reader.read();
