@@ -163,8 +163,9 @@ TEST(Capacity, BpfCrowdOnTheHost) {
     const auto collector = collector_flags(name, cap, "bpf", "250ms", 20);
     argv.insert(argv.end(), collector.begin(), collector.end());
     const CrowdRun run = run_crowd(argv, name, tmp);
-    // eBPF: every process of the node, CPU time to the nanosecond; node busy time comes from /proc/stat in
-    // ticks (±1 tick per CPU at each end of the interval) and includes interrupt time no task owns.
+    // eBPF: every process of the node, CPU time to the nanosecond, and node busy time on the same clock,
+    // cut at the same boundary: processes + unaccounted = busy exactly. The tolerance is the one the
+    // /proc/stat ticks needed (±1 tick per CPU at each end, interrupt time no task owns), kept as a bound.
     const uint64_t tick = 1'000'000'000ull / static_cast<uint64_t>(sysconf(_SC_CLK_TCK));
     check_frames(run, cap, [&](const FrameSummary& f) { return 2 * tick * e2e::online_cpus() + f.node_busy_ns / 20; });
 }
