@@ -293,9 +293,13 @@ void expect_node_time_on_the_process_clock(const std::vector<double>& duties) {
         const uint64_t wall = s.read_time_ns - previous.read_time_ns;
         EXPECT_EQ(s.node_cpu->cpus.size(), static_cast<size_t>(sysconf(_SC_NPROCESSORS_ONLN))) << "frame " << frame;
         for (const keplershm_cpu_sample& c : s.node_cpu->cpus) {
-            // Both are parts of the interval on one CPU, cut at the same boundaries.
+            // Task time is part of the interval on one CPU, cut at the same boundaries — but on the task
+            // clock, which starts a slice at the runqueue clock update a little before the switch
+            // tracepoint that starts the program's wall time: a slice spanning a boundary can put those
+            // nanoseconds on either side (seen: 281 ns over a 1 s interval, once in a soak). Allowed: 1 ms,
+            // as the process tests allow for a boundary's wall time.
             EXPECT_LE(c.idle_ns, wall) << "frame " << frame << " cpu " << c.cpu;
-            EXPECT_LE(c.user_ns, wall) << "frame " << frame << " cpu " << c.cpu;
+            EXPECT_LE(c.user_ns, wall + 1'000'000) << "frame " << frame << " cpu " << c.cpu;
             EXPECT_EQ(c.user_ns + c.idle_ns, std::max(wall, c.user_ns)) << "busy is task time, the rest idle";
             EXPECT_EQ(c.system_ns + c.nice_ns + c.irq_ns + c.softirq_ns + c.steal_ns + c.iowait_ns, 0u)
                 << "not split by the program";
