@@ -187,34 +187,45 @@ static __always_inline void mark_boundary(struct kepler_proc_stats *stats, const
     stats->marked_boundary_ns = boundary;
 }
 
-/* The slice ending now began before `boundary` and ends at or after it: keep its part before the
- * boundary for user space (one such slice per CPU and boundary). Its length is the scheduler's
- * count; the part before the boundary is wall time, so it never exceeds the slice. */
+/* Whether the slice ending now (started at the record's switch-in) began before `boundary` and ends at
+ * or after it. */
+static __always_inline bool slice_spans(const struct kepler_cpu_state *cpu, __u64 boundary, __u64 now)
+{
+    return boundary != 0 && now >= boundary && cpu->running_since_ns != 0 && cpu->running_since_ns < boundary;
+}
+
+/* The part before `boundary` of a spanning slice: wall time since the switch-in, which never exceeds the
+ * slice (the scheduler's count of it). */
+static __always_inline __u64 part_before_boundary(const struct kepler_cpu_state *cpu, __u64 boundary,
+                                                  __u64 slice)
+{
+    __u64 before = boundary - cpu->running_since_ns;
+    return before < slice ? before : slice;
+}
+
+/* The slice ending now spans `boundary`: keep its part before the boundary for user space (one such
+ * slice per CPU and boundary). */
 static __always_inline void record_spanning(struct kepler_cpu_state *cpu, const struct kepler_proc_key *key,
                                             __u32 tid, __u64 boundary, __u64 now, __u64 slice)
 {
-    if (boundary == 0 || now < boundary || cpu->tid != tid || cpu->running_since_ns == 0 ||
-        cpu->running_since_ns >= boundary)
+    if (cpu->tid != tid || !slice_spans(cpu, boundary, now))
         return;
-    __u64 before = boundary - cpu->running_since_ns;
     cpu->spanned_boundary_ns = boundary;
-    cpu->spanned_before_ns = before < slice ? before : slice;
+    cpu->spanned_before_ns = part_before_boundary(cpu, boundary, slice);
     cpu->spanned_process = *key;
 }
 
 /* Before the first task slice that ends on this CPU at or after `boundary`: store the CPU's task time as
- * it stood at the boundary, with the ending slice's part before it (wall time, at most the slice; 0 when
- * the record's slice is not this thread's). */
+ * it stood at the boundary, with the ending slice's part before it (0 when the record's slice is not
+ * this thread's). */
 static __always_inline void mark_cpu_task_time(struct kepler_cpu_state *cpu, __u64 boundary, __u64 now,
                                                __u64 slice)
 {
     if (boundary == 0 || now < boundary || cpu->marked_boundary_ns == boundary)
         return;
     __u64 task = cpu->task_ns;
-    if (cpu->running_since_ns != 0 && cpu->running_since_ns < boundary) {
-        __u64 before = boundary - cpu->running_since_ns;
-        task += before < slice ? before : slice;
-    }
+    if (slice_spans(cpu, boundary, now))
+        task += part_before_boundary(cpu, boundary, slice);
     cpu->task_at_mark_ns = task;
     cpu->marked_boundary_ns = boundary;
 }
