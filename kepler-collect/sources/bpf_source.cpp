@@ -25,6 +25,13 @@ constexpr int kStateReadAttempts = 4;       // re-reads of the per-CPU state whe
 
 uint64_t grown(uint64_t after, uint64_t before) noexcept { return after > before ? after - before : 0; }
 
+// The part before `boundary` of the slice a CPU's state shows still running (0: none, or the idle task).
+// It has run without a switch since its start, or the state would name another task.
+uint64_t running_part_before(const kepler_cpu_state& s, uint64_t boundary) noexcept {
+    const bool running = s.tid != 0 && s.running_since_ns != 0 && s.running_since_ns < boundary;
+    return running ? boundary - s.running_since_ns : 0;
+}
+
 constexpr uint32_t kValidFlag[KEPLER_HW_COUNTERS] = {KEPLERSHM_PROC_CYCLES_VALID, KEPLERSHM_PROC_INSTRUCTIONS_VALID,
                                                      KEPLERSHM_PROC_CACHE_MISSES_VALID};
 constexpr uint64_t kMetricBit[KEPLER_HW_COUNTERS] = {KEPLERSHM_METRIC_CYCLES, KEPLERSHM_METRIC_INSTRUCTIONS,
@@ -98,7 +105,7 @@ BpfSource::BpfSource(const BpfOptions& options, std::string proc_root)
       mark_keys_(new kepler_proc_key[program_->max_processes()]),
       marks_(new kepler_cut_mark[program_->max_processes()]),
       clock_offset_ns_(time_namespace_offset_ns()),
-      cpu_clocks_(program_->possible_cpus()),
+      cpu_task_ns_(program_->possible_cpus(), 0),
       previous_boundary_ns_(kernel_now_ns()) {}
 
 BpfSource::~BpfSource() = default;
@@ -201,10 +208,10 @@ BpfSource::ProcessTimes BpfSource::read_spanning(const CpuStates& states, uint64
         const kepler_cpu_state& s = *state;
         if (s.spanned_boundary_ns == boundary) {
             before_boundary[to_key(s.spanned_process)] += s.spanned_before_ns;
-        } else if (s.running_since_ns != 0 && s.tid != 0 && s.running_since_ns < boundary) {
+        } else if (const uint64_t running = running_part_before(s, boundary); running != 0) {
             // A thread that ended meanwhile resolves to nothing: its last slice was charged at its exit.
             const ProcessKey key = resolve_thread(s.tid);
-            if (key.tgid != 0) before_boundary[key] += boundary - s.running_since_ns;
+            if (key.tgid != 0) before_boundary[key] += running;
         }
     }
     return before_boundary;
@@ -219,29 +226,21 @@ NodeCpuSample BpfSource::node_cpu_time(const CpuStates& states, uint64_t boundar
     for (uint32_t cpu = 0; cpu < states.size(); ++cpu) {
         if (!states[cpu]) continue;  // torn: its time stays in its baseline and shows in the next frame
         const kepler_cpu_state& s = *states[cpu];
-        CpuClocks now;
-        now.known = s.running_since_ns != 0 || s.task_ns != 0;
-        if (s.marked_boundary_ns == boundary) {  // a slice ended since the boundary: the program cut it
-            now.task_ns = s.task_at_mark_ns;
-        } else {  // none since: add the running task's part up to the boundary
-            now.task_ns = s.task_ns;
-            if (s.tid != 0 && s.running_since_ns != 0 && s.running_since_ns < boundary) {
-                now.task_ns += boundary - s.running_since_ns;
-            }
-        }
-        CpuClocks& before = cpu_clocks_[cpu];
-        if (now.known) {
+        // A slice ended since the boundary: the program cut it; none since: the running task's part.
+        const uint64_t task_ns = s.marked_boundary_ns == boundary ? s.task_at_mark_ns
+                                                                  : s.task_ns + running_part_before(s, boundary);
+        uint64_t& before_ns = cpu_task_ns_[cpu];
+        if (s.running_since_ns != 0 || s.task_ns != 0) {  // else the CPU has not switched since load
             keplershm_cpu_sample c{};
             c.cpu = cpu;
-            c.user_ns = grown(now.task_ns, before.task_ns);
+            c.user_ns = grown(task_ns, before_ns);
             c.idle_ns = grown(wall, c.user_ns);
             sample.busy_ns += c.user_ns;
             sample.cpus.push_back(c);
         }
         // Never below what was already published (as a process's total): the part of a running slice
         // before a boundary is wall time, which the scheduler's count of the whole slice can undercut.
-        before.task_ns = std::max(before.task_ns, now.task_ns);
-        before.known = now.known;
+        before_ns = std::max(before_ns, task_ns);
     }
     return sample;
 }

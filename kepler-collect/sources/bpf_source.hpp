@@ -61,11 +61,6 @@ private:
 
     using ProcessTimes = std::unordered_map<ProcessKey, uint64_t, ProcessKeyHash>;
 
-    /// One CPU's task time at a boundary.
-    struct CpuClocks {
-        uint64_t task_ns = 0;
-        bool known = false;  // the CPU has switched since load (before that, nothing about it is known)
-    };
     /// Per CPU: its state at the boundary, or nullopt when every copy of it was torn.
     using CpuStates = std::vector<std::optional<kepler_cpu_state>>;
 
@@ -95,7 +90,7 @@ private:
     std::unique_ptr<kepler_proc_key[]> mark_keys_;
     std::unique_ptr<kepler_cut_mark[]> marks_;
     int64_t clock_offset_ns_ = 0;  // this time namespace's CLOCK_MONOTONIC minus bpf_ktime_get_ns()
-    std::vector<CpuClocks> cpu_clocks_;  // per CPU at the previous boundary
+    std::vector<uint64_t> cpu_task_ns_;  // per CPU: task time at the previous boundary
     uint64_t previous_boundary_ns_ = 0;  // bpf_ktime_get_ns() time; the load time before the first
     uint64_t drops_seen_ = 0;
     uint64_t samples_ = 0;
