@@ -237,7 +237,7 @@ void Ledger::add_frame(const keplershm::FrameView& frame, const Attribution& att
     unaccounted.energy.last_seen_ns = now;
     // Kernel time appears once a frame has some (its source measures it), then stays like unaccounted.
     ContainerEntry* kernel_time = nullptr;
-    if (containers_.contains(kKernelTime) || kernel_cpu_time_ns(frame) > 0) {
+    if (containers_.contains(kKernelTime) || attribution.kernel_cpu_ns > 0) {
         kernel_time = &containers_[kKernelTime];
         kernel_time->container_id = kernel_time->container_name = kernel_time->pod_name = kKernelTime;
         kernel_time->namespace_name = kKernelNamespace;

@@ -75,6 +75,7 @@ void attribute(const keplershm::FrameView& frame, const NodeEnergy& node, IdlePo
     const keplershm_unaccounted* unaccounted = frame.unaccounted();
     const uint64_t unaccounted_cpu = unaccounted != nullptr ? unaccounted->cpu_time_ns : 0;
     const uint64_t kernel_cpu = kernel_cpu_time_ns(frame);
+    out.kernel_cpu_ns = kernel_cpu;
 
     // Usage metrics, read once per frame. thread_local: buffers survive across frames without making
     // the function stateful for callers.

@@ -38,6 +38,7 @@ struct ZoneShares {
 /// The split of one frame. Reused across frames to keep its buffers. Not thread-safe.
 struct Attribution {
     std::vector<ZoneShares> zones;
+    uint64_t kernel_cpu_ns = 0;  // the frame's kernel_cpu_time_ns(), the weight of the kernel parts
 };
 
 /// Splits `energy` in proportion to `weights` (plus the unaccounted record's weight) in integers:
