@@ -76,6 +76,11 @@ void add_models(FamilyBuilder& b, const EstimatorSnapshot& est) {
             b.add("kepler_model_absolute_error_watts", "Absolute error against the power meter over the last interval, in watts",
                   MetricType::Gauge, {{"model", model}, {"zone", std::string(zone_name(kind))}}, w);
         }
+        for (const auto& [kind, w] : r.expected_error_w) {
+            b.add("kepler_model_expected_error_watts",
+                  "The model's mean absolute error on held-out time blocks of its training data (blocked cross-validation), in watts",
+                  MetricType::Gauge, {{"model", model}, {"zone", std::string(zone_name(kind))}}, w);
+        }
         for (const auto& [kind, m] : r.mape) {
             b.add("kepler_model_mape_ratio", "Rolling mean absolute percentage error against the meter, as a ratio",
                   MetricType::Gauge, {{"model", model}, {"zone", std::string(zone_name(kind))}}, m);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -40,6 +41,22 @@ fs::path safe_relative(const std::string& file, const std::string& origin) {
         if (part == "..") throw ModelError(fmt::format("{}: target file \"{}\" leaves the model directory", origin, file));
     }
     return p;
+}
+
+// An optional {"zone": watts >= 0} object of the metadata (idle_w, expected_error_w).
+std::map<ZoneKind, double> zone_watts(const nlohmann::json& doc, const char* key, const std::string& origin) {
+    std::map<ZoneKind, double> out;
+    const auto it = doc.find(key);
+    if (it == doc.end()) return out;
+    if (!it->is_object()) throw ModelError(fmt::format("{}: {} is not an object", origin, key));
+    for (const auto& [zone, watts] : it->items()) {
+        const std::optional<ZoneKind> kind = zone_kind_from_name(zone);
+        if (!kind || !watts.is_number() || !std::isfinite(watts.get<double>()) || watts.get<double>() < 0) {
+            throw ModelError(fmt::format("{}: {}[\"{}\"] must be a known zone with watts >= 0", origin, key, zone));
+        }
+        out[*kind] = watts.get<double>();
+    }
+    return out;
 }
 
 }  // namespace
@@ -104,16 +121,8 @@ ModelMetadata parse_model_metadata(const std::string& text, const fs::path& dire
         m.targets.push_back(ModelTarget{*kind, directory / safe_relative(file, origin)});
     }
 
-    if (auto it = doc.find("idle_w"); it != doc.end()) {
-        if (!it->is_object()) throw ModelError(fmt::format("{}: idle_w is not an object", origin));
-        for (const auto& [zone, watts] : it->items()) {
-            const std::optional<ZoneKind> kind = zone_kind_from_name(zone);
-            if (!kind || !watts.is_number() || watts.get<double>() < 0) {
-                throw ModelError(fmt::format("{}: idle_w[\"{}\"] must be a known zone with watts >= 0", origin, zone));
-            }
-            m.idle_w[*kind] = watts.get<double>();
-        }
-    }
+    m.idle_w = zone_watts(doc, "idle_w", origin);
+    m.expected_error_w = zone_watts(doc, "expected_error_w", origin);
     if (auto it = doc.find("cpu"); it != doc.end() && it->is_object()) {
         m.cpu_model = optional_string(*it, "model");
         if (auto count = it->find("count"); count != it->end() && count->is_number_unsigned()) {

@@ -34,6 +34,7 @@ struct ModelMetadata {
     std::vector<std::string> features;      // booster column order; names may be unknown here
     std::vector<ModelTarget> targets;
     std::map<ZoneKind, double> idle_w;      // optional "idle_w" per zone
+    std::map<ZoneKind, double> expected_error_w;  // optional: MAE on held-out time blocks, per zone
     std::string cpu_model;
     uint32_t cpu_count = 0;
 };

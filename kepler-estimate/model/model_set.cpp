@@ -168,6 +168,7 @@ std::vector<std::string> ModelSet::refresh() {
             auto fresh = std::make_unique<XgboostModel>(e->spec.name, e->spec.path, options_.xgboost_threads);
             const bool reload = e->model != nullptr;
             e->model = std::move(fresh);
+            e->report.expected_error_w = e->model->expected_error_w();
             e->state.clear();
             e->report.reason = "loaded; no frame since";
             ++e->report.loads;

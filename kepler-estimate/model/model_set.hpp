@@ -30,6 +30,7 @@ struct ModelReport {
     std::map<ZoneKind, double> watts;            // last interval
     std::map<ZoneKind, double> abs_error_w;      // last interval, where the meter read that zone
     std::map<ZoneKind, double> mape;             // rolling mean absolute percentage error, as a ratio
+    std::map<ZoneKind, double> expected_error_w; // the model's own held-out error (blocked CV), if it has one
     std::optional<ExternalReport> external;      // external models: the estimates channel's counters
 };
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,6 +59,9 @@ public:
     /// Why the model cannot serve this node (e.g. it needs a metric the node lacks), or nullopt.
     [[nodiscard]] virtual std::optional<std::string> refusal(const NodeFacts& node) const = 0;
     [[nodiscard]] virtual CpuMatch cpu_match(const NodeFacts&) const { return CpuMatch::any; }
+    /// The model's own measure of its error on data it was not trained on (mean absolute watts per
+    /// zone), when its files carry one.
+    [[nodiscard]] virtual std::map<ZoneKind, double> expected_error_w() const { return {}; }
     /// Energy per zone for the frame's interval, or nullopt when this frame gives the model nothing
     /// to work with (no valid meter reading, a needed feature missing). Throws on internal failure.
     [[nodiscard]] virtual std::optional<NodeEnergy> estimate(const FrameInput& input) = 0;

@@ -26,6 +26,7 @@ public:
     std::optional<std::string> refusal(const NodeFacts& node) const override;
     CpuMatch cpu_match(const NodeFacts& node) const override;
     std::optional<NodeEnergy> estimate(const FrameInput& input) override;
+    std::map<ZoneKind, double> expected_error_w() const override { return meta_.expected_error_w; }
 
     /// Raw booster outputs in watts, one per target (before clamping and idle handling); nullopt
     /// when a feature is unavailable. For parity tests against Python.

@@ -54,6 +54,8 @@ def main():
     p.add_argument("--rounds", type=int, default=40)
     p.add_argument("--depth", type=int, default=4)
     p.add_argument("--name", default="nx12-test")
+    p.add_argument("--monotone", action="store_true", help="monotone constraints (+1) on every feature but cpu_count")
+    p.add_argument("--expected-error-w", type=float, help="expected_error_w of every zone in the metadata")
     p.add_argument("--predict-in", help="CSV of feature rows (header: feature names) to predict")
     p.add_argument("--predict-out", help="CSV of predictions, one column per zone")
     a = p.parse_args()
@@ -71,7 +73,10 @@ def main():
         y = np.array([float(r[zone + "_power"]) for r in table])
         if a.output == "dynamic":
             y = np.maximum(y - y.min(), 0.0)
-        booster = xgb.train({"max_depth": a.depth, "eta": 0.3, "nthread": 1, "seed": 1}, xgb.DMatrix(x, label=y), a.rounds)
+        params = {"max_depth": a.depth, "eta": 0.3, "nthread": 1, "seed": 1}
+        if a.monotone:
+            params["monotone_constraints"] = "(%s)" % ",".join("0" if n == "cpu_count" else "1" for n in features)
+        booster = xgb.train(params, xgb.DMatrix(x, label=y), a.rounds)
         file = f"{zone}.{a.format}"
         booster.save_model(os.path.join(a.out, file))
         targets.append({"zone": zone, "file": file})
@@ -87,6 +92,8 @@ def main():
         "cpu": {"model": a.cpu_model, "count": NX12_CPUS},
         "training": {"source": "nx12_rapl_abs_Basic.csv", "rows": rows},
     }
+    if a.expected_error_w is not None:
+        meta["expected_error_w"] = {z: a.expected_error_w for z in zones}
     tmp = os.path.join(a.out, "model.json.tmp")
     with open(tmp, "w") as f:
         json.dump(meta, f, indent=2)

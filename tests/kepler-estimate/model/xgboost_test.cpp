@@ -12,8 +12,10 @@
 #include <thread>
 
 #include "app/estimator.hpp"
+#include "export/prometheus_export.hpp"
 #include "model/model_watch.hpp"
 #include "model/xgboost_model.hpp"
+#include "support/metric_series.hpp"
 #include "support/subprocess.hpp"
 #include "support/test_frames.hpp"
 
@@ -73,10 +75,13 @@ TEST(XgboostParity, PredictionsMatchPythonOnTheSameFeatures) {
     REQUIRE_TRAINING_DATA();
     TempDir dir;
     const std::string features = "cpu_time_ms_per_s,node_cpu_busy_ms_per_s,cpu_count,cycles_per_s";
-    for (const std::string format : {"json", "ubj"}) {
-        const fs::path model_dir = dir.path() / ("model-" + format);
+    // Both booster file formats, and monotone-constrained trees (what keplershm train chooses most often).
+    for (const auto& [format, monotone] : {std::pair{"json", false}, std::pair{"ubj", false}, std::pair{"json", true}}) {
+        const std::vector<std::string> kind = monotone ? std::vector<std::string>{"--format", format, "--monotone"}
+                                                       : std::vector<std::string>{"--format", format};
+        const fs::path model_dir = dir.path() / fmt::format("model-{}{}", format, monotone ? "-monotone" : "");
         // First pass: train, then compute features in C++ and write them for Python to predict.
-        ASSERT_TRUE(train(model_dir, features, "package,dram", {"--format", format}));
+        ASSERT_TRUE(train(model_dir, features, "package,dram", kind));
         Feed feed(nx12_like(kProcfsMetrics | KEPLERSHM_METRIC_CYCLES));
         XgboostModel model("nx12", model_dir, 1);
         std::vector<NodeFeatures> rows;
@@ -90,9 +95,10 @@ TEST(XgboostParity, PredictionsMatchPythonOnTheSameFeatures) {
         }
         csv.close();
         // Same seed and data: Python retrains the identical model and predicts the C++ feature rows.
-        ASSERT_TRUE(train(dir.path() / "again", features, "package,dram",
-                          {"--format", format, "--predict-in", (dir.path() / "features.csv").string(), "--predict-out",
-                           (dir.path() / "predictions.csv").string()}));
+        std::vector<std::string> again = kind;
+        again.insert(again.end(), {"--predict-in", (dir.path() / "features.csv").string(), "--predict-out",
+                                   (dir.path() / "predictions.csv").string()});
+        ASSERT_TRUE(train(dir.path() / "again", features, "package,dram", again));
         std::ifstream predictions(dir.path() / "predictions.csv");
         std::string line;
         std::getline(predictions, line);
@@ -185,6 +191,30 @@ TEST(XgboostModelFiles, BadMetadataIsRejectedWithTheReason) {
     std::string output = good;
     output.replace(output.find("absolute"), 8, "relative");
     EXPECT_NE(error_of(output).find("neither"), std::string::npos);
+    const std::string with_error = good.substr(0, good.size() - 1) + R"(,"expected_error_w":{"package":5.9}})";
+    EXPECT_EQ(error_of(with_error), "accepted");
+    std::string negative_error = with_error;
+    negative_error.replace(negative_error.find("5.9"), 3, "-1");
+    EXPECT_NE(error_of(negative_error).find("expected_error_w[\"package\"] must be a known zone with watts >= 0"),
+              std::string::npos);
+}
+
+// A model that knows its held-out error (keplershm train's blocked CV) says so on /metrics.
+TEST(XgboostModelFiles, TheModelsExpectedErrorIsExported) {
+    REQUIRE_TRAINING_DATA();
+    TempDir dir;
+    ASSERT_TRUE(train(dir.path() / "m", "cpu_time_ms_per_s", "package,dram", {"--expected-error-w", "5.96"}));
+    EstimatorOptions options;
+    options.models = {parse_model_spec("xgb=xgboost:" + (dir.path() / "m").string()), parse_model_spec("plain=curve")};
+    Estimator est(options);
+    est.refresh_models();
+    Feed feed(nx12_like(kProcfsMetrics));
+    ASSERT_TRUE(est.process(feed.frame(load_frame(3))));
+    const auto families = PrometheusExport(est, ExportOptions{}).Collect();
+    EXPECT_EQ(series_value(families, "kepler_model_expected_error_watts", {{"model", "xgb"}, {"zone", "package"}}), 5.96);
+    EXPECT_EQ(series_value(families, "kepler_model_expected_error_watts", {{"model", "xgb"}, {"zone", "dram"}}), 5.96);
+    EXPECT_FALSE(series_value(families, "kepler_model_expected_error_watts", {{"model", "plain"}}))
+        << "the curve has no measured error: no series rather than a made-up one";
 }
 
 TEST(XgboostModelFiles, WaitedForLoadedReloadedAndBadFilesRejected) {
