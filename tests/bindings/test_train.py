@@ -1,4 +1,5 @@
-"""train: features per MODELS.md, both splits, a model directory kepler-estimate can load."""
+"""train: features per MODELS.md, blocked cross-validation and a random split, a model directory
+kepler-estimate can load."""
 import json
 import os
 import subprocess
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 import synthetic
-from keplershm import dataset, features, model, train
+from keplershm import dataset, features, model, train, validation
 
 PYTHON = os.environ.get("KEPLERSHM_TEST_PYTHON", sys.executable)
 DATA = os.path.join(os.environ.get("KEPLERSHM_DATA_DIR", ""), "kepler-model-db")
@@ -41,7 +42,7 @@ def test_train_writes_a_model_kepler_estimate_can_load(recording, tmp_path):
     out = str(tmp_path / "synthetic-xgb")
     result = run("train", recording, "--out", out, "--rounds", "60")
     assert result.returncode == 0, result.stderr
-    assert "time MAE" in result.stdout and "feature cycles_per_s left out" in result.stderr
+    assert "blocked-CV MAE (W) per fold" in result.stdout and "feature cycles_per_s left out" in result.stderr
     meta = json.load(open(os.path.join(out, "model.json")))
     assert meta["format"] == "keplershm-model/1" and meta["type"] == "xgboost" and meta["output"] == "absolute"
     names = [f["name"] for f in meta["features"]]
@@ -50,10 +51,18 @@ def test_train_writes_a_model_kepler_estimate_can_load(recording, tmp_path):
     assert all(f["unit"] == features.FEATURES[f["name"]].unit for f in meta["features"])
     assert {t["zone"] for t in meta["targets"]} == {"package", "dram"}
     assert meta["cpu"] == {"model": "Synthetic CPU @ 1.00GHz", "count": 4}
-    for split in ("time_split", "random_split"):
+    for split in ("blocked_cv_mean", "blocked_cv_worst", "random_split"):
         assert set(meta["training"]["mae_w"][split]) == {"package", "dram"}
     # The law is learnable: random-split error is small against ~60 W.
     assert meta["training"]["mae_w"]["random_split"]["package"] < 2.0
+    # Every fold is kept, and the model's expected error (what kepler-estimate exports) is the mean fold MAE.
+    folds = meta["training"]["blocked_cv"]["package"]["folds"]
+    assert len(folds) == 5 and sum(f["rows"] for f in folds) == 240
+    assert meta["expected_error_w"]["package"] == meta["training"]["mae_w"]["blocked_cv_mean"]["package"]
+    chosen = meta["training"]["chosen"]["package"]
+    candidates = meta["training"]["candidates"]["package"]
+    assert set(candidates) == set(train.CANDIDATES)
+    assert candidates[chosen]["mean_mae_w"] == min(c["mean_mae_w"] for c in candidates.values())
     loaded = model.load_model(out)
     table = dataset.load(recording)
     predicted = loaded.predict(table)["package"]
@@ -98,7 +107,7 @@ def test_real_kepler_data_trains(tmp_path):
     assert [f["name"] for f in meta["features"]] == ["cpu_time_ms_per_s"]
     assert meta["training"]["rows"] == 2202
     mae = meta["training"]["mae_w"]
-    assert 0 < mae["random_split"]["package"] < mae["time_split"]["package"] < 60
+    assert 0 < mae["random_split"]["package"] < mae["blocked_cv_worst"]["package"] < 60
 
 
 def test_explicit_features_must_exist(recording, tmp_path):
@@ -109,5 +118,5 @@ def test_explicit_features_must_exist(recording, tmp_path):
 
 
 def test_errors_helper():
-    mae, mape = train.errors(np.array([10.0, 20.0, 0.0]), np.array([11.0, 18.0, 1.0]))
+    mae, mape = validation.errors(np.array([10.0, 20.0, 0.0]), np.array([11.0, 18.0, 1.0]))
     assert mae == pytest.approx(4 / 3) and mape == pytest.approx(10.0)

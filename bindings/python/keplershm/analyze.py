@@ -1,9 +1,14 @@
-"""Offline A/B comparison of power models against measured power.
+"""Offline A/B comparison of power models against measured power, and train's blocked cross-validation
+shown fold by fold.
 
 Every model sees the same rows (features computed once from the recording, per MODELS.md), so the
 differences in the table and the plot are the models' alone. Per model and zone: MAE, MAPE, RMSE,
 bias (mean predicted − measured) and mean power; the PNG shows measured and predicted power over time,
 and each model's error over time, one row of panels per zone.
+
+With ``--cv`` it runs train's evaluation instead (:func:`keplershm.train.evaluate_table`): each
+candidate's error per contiguous fold, and a plot of measured power against each row's out-of-fold
+prediction (made by the model that never saw its block), folds marked, one row of panels per zone.
 """
 import csv
 import sys
@@ -12,6 +17,7 @@ from .dataset import load
 from .errors import InputError
 from .model import load_model
 from .schema import np
+from .train import ZoneResult, choose_features, evaluate_table, format_report
 
 
 def compare(table, models):
@@ -88,8 +94,94 @@ def plot(table, predictions, out):
     plt.close(fig)
 
 
+FOLD_COLUMNS = ("zone", "candidate", "chosen", "fold", "start_s", "end_s", "rows", "mae_w", "mape_pct")
+
+
+def fold_rows(report):
+    """One row per zone, candidate and fold of an evaluate_table() report."""
+    rows = []
+    for zone, r in report.items():
+        if not isinstance(r, ZoneResult):
+            continue
+        for name, cv in r.candidates.items():
+            rows.extend({"zone": zone, "candidate": name, "chosen": name == r.chosen, "fold": f.index + 1,
+                         "start_s": f.start_s, "end_s": f.end_s, "rows": f.rows, "mae_w": f.mae_w,
+                         "mape_pct": f.mape_pct} for f in cv.folds)
+    return rows
+
+
+def plot_folds(table, report, out):
+    """Per zone: measured power and every candidate's out-of-fold prediction over time, fold borders and
+    the chosen candidate's MAE per fold marked (left); each candidate's MAE per fold (right)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    zones = [z for z, r in report.items() if isinstance(r, ZoneResult)]
+    fig, axes = plt.subplots(len(zones), 2, figsize=(15, 3.8 * len(zones)), squeeze=False,
+                             gridspec_kw={"width_ratios": [3, 1]})
+    origin = table.time_s.min()
+    for (left, right), zone in zip(axes, zones):
+        r = report[zone]
+        rows = ~np.isnan(table.targets[zone])
+        t = table.time_s[rows] - origin
+        order = np.argsort(t, kind="stable")
+        left.plot(t[order], table.targets[zone][rows][order], color="black", linewidth=1.4, label="measured", zorder=5)
+        for name, cv in r.candidates.items():
+            left.plot(t[order], cv.predicted[order], linewidth=1.1 if name == r.chosen else 0.6,
+                      label="%s (out of fold)%s" % (name, ", chosen" if name == r.chosen else ""))
+        for f in r.blocked_cv.folds:
+            left.axvline(f.start_s - origin, color="grey", linewidth=0.6, linestyle="--")
+            left.annotate("fold %d: %.1f W" % (f.index + 1, f.mae_w), xy=(f.start_s - origin, 1.0),
+                          xycoords=("data", "axes fraction"), xytext=(3, -12), textcoords="offset points", fontsize=8)
+        left.set_title("%s power: measured vs predicted on held-out time blocks" % zone)
+        left.set_ylabel("W")
+        left.set_xlabel("s since first row")
+        left.legend(loc="lower right", fontsize=7)
+        width = 0.8 / max(1, len(r.candidates))
+        for i, (name, cv) in enumerate(r.candidates.items()):
+            right.bar([f.index + 1 + (i - (len(r.candidates) - 1) / 2) * width for f in cv.folds],
+                      [f.mae_w for f in cv.folds], width=width, label=name)
+        right.set_title("%s MAE per fold" % zone)
+        right.set_xlabel("fold (in time)")
+        right.set_ylabel("W")
+        right.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+
+
+def cross_validate(args):
+    """analyze --cv: train's blocked cross-validation, fold by fold, with its plot."""
+    table = load(args.input, args.csv_cpu_time_unit)
+    names = choose_features(table, args.features.split(",") if args.features else None)
+    if not names:
+        raise InputError("%s: no feature is available to evaluate" % table.source)
+    report = evaluate_table(table, names, args.rounds, 0, args.folds,
+                            args.candidates.split(",") if args.candidates else None)
+    if not any(isinstance(r, ZoneResult) for r in report.values()):
+        raise InputError("%s has no measured power with enough rows to cross-validate" % table.source)
+    print(format_report(report, names))
+    if args.table:
+        with open(args.table, "w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=FOLD_COLUMNS)
+            w.writeheader()
+            w.writerows(fold_rows(report))
+    plot_folds(table, report, args.out)
+    print("plot written to %s" % args.out)
+    return 0
+
+
 def main(args):
-    """CLI: python3 -m keplershm analyze RECORDING --model A --model B [--out png] [--table csv]."""
+    """CLI: python3 -m keplershm analyze RECORDING --model A --model B [--out png] [--table csv], or
+    analyze RECORDING --cv [--folds K] [--candidates a,b] [--features a,b]."""
+    if args.cv:
+        if args.model:
+            raise InputError("--cv evaluates train's candidates on the input; compare saved --model directories "
+                             "in a separate run")
+        return cross_validate(args)
+    if not args.model:
+        raise InputError("nothing to analyze: give --model DIR (repeat for A/B) or --cv")
     table = load(args.input, args.csv_cpu_time_unit)
     models = [load_model(spec) for spec in args.model]
     names = [m.name for m in models]

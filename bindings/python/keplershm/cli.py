@@ -24,6 +24,10 @@ def _parser():
     t.add_argument("--features", help="comma-separated feature names (default: every available feature)")
     t.add_argument("--rounds", type=int, default=200, help="boosting rounds (default 200)")
     t.add_argument("--seed", type=int, default=0, help="seed of the random split (default 0)")
+    t.add_argument("--folds", type=int, default=5, help="contiguous time blocks of the blocked cross-validation "
+                                                        "(default 5)")
+    t.add_argument("--candidates", help="comma-separated boosters to choose among by blocked CV (default "
+                                        "monotone,monotone-shallow,unconstrained)")
     t.add_argument("--csv-cpu-time-unit", choices=("ms", "us"), default="ms",
                    help="unit of the CSV's bpf_cpu_time_us column (default ms: see README)")
     t.add_argument("--cpu-model", help="CPU model string to record in the metadata (default: the recording's)")
@@ -31,8 +35,14 @@ def _parser():
 
     a = sub.add_parser("analyze", help="offline A/B of models against measured power in a recording or CSV")
     a.add_argument("input", help="keplershm recording (or Kepler CSV)")
-    a.add_argument("--model", action="append", required=True,
+    a.add_argument("--model", action="append",
                    help="model directory, NAME=DIR, or curve[:idle_w=..,max_w=..]; repeat for A/B")
+    a.add_argument("--cv", action="store_true",
+                   help="instead: train's blocked cross-validation on the input, error per fold and plot per fold")
+    a.add_argument("--folds", type=int, default=5, help="with --cv: contiguous time blocks (default 5)")
+    a.add_argument("--candidates", help="with --cv: boosters to evaluate (default: train's)")
+    a.add_argument("--features", help="with --cv: comma-separated feature names (default: every available one)")
+    a.add_argument("--rounds", type=int, default=200, help="with --cv: boosting rounds (default 200)")
     a.add_argument("--out", default="analysis.png", help="PNG to write (default analysis.png)")
     a.add_argument("--table", help="also write the per-model error table as CSV here")
     a.add_argument("--csv-cpu-time-unit", choices=("ms", "us"), default="ms")

@@ -139,9 +139,11 @@ def validate_metadata(doc, origin):
         seen.add(t["zone"])
         if not t["file"] or os.path.isabs(t["file"]) or ".." in t["file"].replace("\\", "/").split("/"):
             _fail(origin, "target file \"%s\" must be a relative name inside the model directory" % t["file"])
-    idle = doc.get("idle_w", {})
-    if not isinstance(idle, dict) or any(not isinstance(v, (int, float)) or v < 0 for v in idle.values()):
-        _fail(origin, "idle_w must map zones to watts >= 0")
+    for field in ("idle_w", "expected_error_w"):
+        watts = doc.get(field, {})
+        if not isinstance(watts, dict) or any(not isinstance(v, (int, float)) or not 0 <= v < float("inf")
+                                              for v in watts.values()):
+            _fail(origin, "%s must map zones to watts >= 0" % field)
     return doc
 
 

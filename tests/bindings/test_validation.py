@@ -1,0 +1,137 @@
+"""Blocked cross-validation (contiguous folds, reproducible), the choice among train's candidates, and
+monotone constraints that hold on a grid."""
+import csv
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from keplershm import dataset, train, validation
+from keplershm.errors import InputError
+
+PYTHON = os.environ.get("KEPLERSHM_TEST_PYTHON", sys.executable)
+DATA = os.path.join(os.environ.get("KEPLERSHM_DATA_DIR", ""), "kepler-model-db")
+needs_data = pytest.mark.skipif(not os.path.isdir(DATA), reason="tests/data/kepler-model-db not present")
+
+
+def run(*args):
+    return subprocess.run([PYTHON, "-m", "keplershm", *args], capture_output=True, text=True, timeout=600)
+
+
+def test_folds_are_contiguous_blocks_in_time_that_cover_every_row_once():
+    time_s = np.random.default_rng(7).permutation(103).astype(float)  # rows out of time order
+    folds = validation.blocked_folds(time_s, 5)
+    assert len(folds) == 5
+    held_out = np.concatenate([test for _, test in folds])
+    assert sorted(held_out.tolist()) == list(range(103))
+    for train_rows, test_rows in folds:
+        block = np.sort(time_s[test_rows])
+        assert np.all(np.diff(block) == 1), "a fold is one contiguous stretch of time"
+        assert set(train_rows.tolist()) == set(range(103)) - set(test_rows.tolist())
+    assert [len(t) for _, t in folds] == [20, 21, 20, 21, 21]
+    assert time_s[folds[0][1]].max() < time_s[folds[1][1]].min(), "folds run early to late"
+
+
+def test_too_few_rows_or_folds_are_refused_clearly():
+    with pytest.raises(InputError, match="at least 2 folds"):
+        validation.blocked_folds(np.arange(20.0), 1)
+    with pytest.raises(InputError, match="9 rows are too few for 5 folds"):
+        validation.blocked_folds(np.arange(9.0), 5)
+
+
+def test_blocked_cv_gives_the_same_numbers_twice(recording):
+    table = dataset.load(recording)
+    names = train.choose_features(table)
+    first = train.evaluate_table(table, names, rounds=30)
+    second = train.evaluate_table(table, names, rounds=30)
+    for zone in ("package", "dram"):
+        assert validation.fold_summary(first[zone].blocked_cv) == validation.fold_summary(second[zone].blocked_cv)
+        assert first[zone].random_split == second[zone].random_split
+        assert first[zone].chosen == second[zone].chosen
+        assert np.array_equal(first[zone].blocked_cv.predicted, second[zone].blocked_cv.predicted)
+
+
+def test_each_row_is_predicted_by_a_model_that_never_saw_its_block():
+    # Power that jumps only in the last block: a model trained on the others cannot know it.
+    time_s = np.arange(100.0)
+    X = time_s[:, None]
+    y = np.where(time_s >= 80, 100.0, 10.0)
+    seen = []
+
+    def fit_predict(X_train, y_train, X_test):
+        seen.append((X_train[:, 0].tolist(), X_test[:, 0].tolist()))
+        return np.full(len(X_test), y_train.mean())
+
+    cv = validation.blocked_cv(fit_predict, X, y, time_s, 5)
+    for train_times, test_times in seen:
+        assert not set(train_times) & set(test_times)
+    assert cv.folds[4].mae_w == pytest.approx(90.0)  # trained on 10 W only
+    assert cv.worst_mae_w == cv.folds[4].mae_w and cv.mean_mae_w < cv.worst_mae_w
+
+
+def test_unknown_candidate_is_refused(recording, tmp_path):
+    result = run("train", recording, "--out", str(tmp_path / "m"), "--candidates", "monotone,forest-of-dreams")
+    assert result.returncode == 2
+    assert "unknown candidate(s) forest-of-dreams; there are: monotone, monotone-shallow, unconstrained" in result.stderr
+
+
+def test_monotone_constraints_cover_physical_features_only():
+    assert train.monotone_constraints(["cpu_time_ms_per_s", "cpu_count", "cycles_per_s",
+                                       "csv:cgroupfs_memory_usage_bytes"]) == "(1,0,1,0)"
+
+
+def _grid_violations(booster, X, columns):
+    """Largest drop of the prediction along each column's grid, other features held at row values."""
+    worst = 0.0
+    rows = X[np.random.default_rng(0).choice(len(X), 40, replace=False)]
+    for j in columns:
+        grid = np.linspace(X[:, j].min(), X[:, j].max() * 1.5, 60)  # past the training range too
+        for row in rows:
+            probe = np.repeat(row[None, :], len(grid), axis=0)
+            probe[:, j] = grid
+            predicted = train.predict(booster, probe)
+            worst = max(worst, float(np.max(predicted[:-1] - predicted[1:])))
+    return worst
+
+
+@needs_data
+def test_monotone_models_never_predict_less_power_for_more_work():
+    table = dataset.load(os.path.join(DATA, "nx12_rapl_abs_CounterOnly.csv"))
+    names = train.choose_features(table)
+    X = table.X[:, [table.feature_names.index(n) for n in names]]
+    y = table.targets["package"]
+    for name in ("monotone", "monotone-shallow"):
+        booster = train.fit(X, y, 60, train.candidate_params(train.CANDIDATES[name], names))
+        assert _grid_violations(booster, X, range(len(names))) == 0.0, name
+    plain = train.fit(X, y, 60, train.candidate_params(train.CANDIDATES["unconstrained"], names))
+    assert _grid_violations(plain, X, range(len(names))) > 1.0, "the grid would catch a model that is not monotone"
+
+
+def test_analyze_cv_shows_every_fold_and_plots_them(recording, tmp_path):
+    out, table = str(tmp_path / "folds.png"), str(tmp_path / "folds.csv")
+    result = run("analyze", recording, "--cv", "--rounds", "20", "--out", out, "--table", table)
+    assert result.returncode == 0, result.stderr
+    assert "<- chosen" in result.stdout and os.path.getsize(out) > 10000
+    rows = list(csv.DictReader(open(table)))
+    assert len(rows) == 2 * len(train.CANDIDATES) * 5  # zones x candidates x folds
+    assert {r["fold"] for r in rows} == {"1", "2", "3", "4", "5"}
+    chosen = {(r["zone"], r["candidate"]) for r in rows if r["chosen"] == "True"}
+    assert {z for z, _ in chosen} == {"package", "dram"} and len(chosen) == 2
+    result = run("analyze", recording, "--cv", "--model", "curve")
+    assert result.returncode == 2 and "separate run" in result.stderr
+    result = run("analyze", recording)
+    assert result.returncode == 2 and "nothing to analyze" in result.stderr
+
+
+@needs_data
+def test_the_accuracy_table_command_prints_the_readme_rows():
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "models", "accuracy_table.py")
+    result = subprocess.run([PYTHON, script, "--data", DATA, "--groups", "CounterOnly", "--rounds", "10"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("| feature group | zone | chosen | blocked CV MAE per fold")
+    assert [line.split(" | ")[1] for line in lines[2:]] == ["package", "dram"]
+    assert "4.68 (GradientBoosting)" in lines[2]
