@@ -36,6 +36,15 @@ std::string no_answer_reason(const ModelSet::Entry& e) {
         default: return "needed features missing from the frame";
     }
 }
+
+/// A model file loaded (first time or again) takes over the entry, with what its files say of it.
+void install(ModelSet::Entry& e, std::unique_ptr<NodeModel> fresh) {
+    e.model = std::move(fresh);
+    e.report.expected_error_w = e.model->expected_error_w();
+    e.state.clear();
+    e.report.reason = "loaded; no frame since";
+    ++e.report.loads;
+}
 }  // namespace
 
 ModelSet::ModelSet(std::vector<ModelSpec> specs, std::optional<std::string> primary, ModelSetOptions options)
@@ -139,10 +148,7 @@ void ModelSet::refresh_kepler(Entry& e, std::vector<std::string>& log) {
         }
         auto fresh = std::make_unique<KeplerModel>(e.spec.name, file->first, options_.xgboost_threads, file->second);
         fresh->set_cpu_match(match);
-        e.model = std::move(fresh);
-        e.state.clear();
-        e.report.reason = "loaded; no frame since";
-        ++e.report.loads;
+        install(e, std::move(fresh));
         log.push_back(fmt::format("model {}: loaded ({})", e.spec.name, file->second));
     } catch (const std::runtime_error& error) {  // ModelError, or a failed download
         ++e.report.load_errors;
@@ -167,11 +173,7 @@ std::vector<std::string> ModelSet::refresh() {
         try {
             auto fresh = std::make_unique<XgboostModel>(e->spec.name, e->spec.path, options_.xgboost_threads);
             const bool reload = e->model != nullptr;
-            e->model = std::move(fresh);
-            e->report.expected_error_w = e->model->expected_error_w();
-            e->state.clear();
-            e->report.reason = "loaded; no frame since";
-            ++e->report.loads;
+            install(*e, std::move(fresh));
             log.push_back(fmt::format("model {}: {} {}", e->spec.name, reload ? "reloaded" : "loaded", e->spec.path.string()));
         } catch (const ModelError& error) {
             ++e->report.load_errors;
