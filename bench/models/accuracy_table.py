@@ -19,7 +19,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bindings", "python"))
 
 from keplershm.dataset import load  # noqa: E402
-from keplershm.train import ROUNDS, ZoneResult, choose_features, evaluate_table  # noqa: E402
+from keplershm.train import ROUNDS, ZoneResult, evaluate_table  # noqa: E402
 from keplershm.validation import FOLDS  # noqa: E402
 
 # Kepler's models/v0.6/nx12/README.md (rapl, AbsPower; its split is not documented), as quoted in
@@ -41,8 +41,7 @@ def table_rows(data, groups, rounds, folds):
         if group not in groups:
             continue
         table = load(os.path.join(data, "nx12_rapl_abs_%s.csv" % group))
-        names = choose_features(table, features)
-        report = evaluate_table(table, names, rounds, 0, folds)
+        _, report = evaluate_table(table, features, rounds, 0, folds)
         for zone in ZONES:
             r = report.get(zone)
             if not isinstance(r, ZoneResult):

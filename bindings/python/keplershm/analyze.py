@@ -17,7 +17,7 @@ from .dataset import load
 from .errors import InputError
 from .model import load_model
 from .schema import np
-from .train import ZoneResult, choose_features, evaluate_table, format_report
+from .train import ZoneResult, evaluate_table, format_report
 
 
 def compare(table, models):
@@ -55,9 +55,9 @@ def format_table(results):
     return "\n".join(lines)
 
 
-def write_table(results, path):
+def write_table(results, path, columns=COLUMNS):
     with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w = csv.DictWriter(f, fieldnames=columns)
         w.writeheader()
         w.writerows(results)
 
@@ -154,19 +154,11 @@ def plot_folds(table, report, out):
 def cross_validate(args):
     """analyze --cv: train's blocked cross-validation, fold by fold, with its plot."""
     table = load(args.input, args.csv_cpu_time_unit)
-    names = choose_features(table, args.features.split(",") if args.features else None)
-    if not names:
-        raise InputError("%s: no feature is available to evaluate" % table.source)
-    report = evaluate_table(table, names, args.rounds, 0, args.folds,
-                            args.candidates.split(",") if args.candidates else None)
-    if not any(isinstance(r, ZoneResult) for r in report.values()):
-        raise InputError("%s has no measured power with enough rows to cross-validate" % table.source)
+    names, report = evaluate_table(table, args.features.split(",") if args.features else None, args.rounds, 0,
+                                   args.folds, args.candidates.split(",") if args.candidates else None)
     print(format_report(report, names))
     if args.table:
-        with open(args.table, "w", newline="", encoding="utf-8") as f:
-            w = csv.DictWriter(f, fieldnames=FOLD_COLUMNS)
-            w.writeheader()
-            w.writerows(fold_rows(report))
+        write_table(fold_rows(report), args.table, FOLD_COLUMNS)
     plot_folds(table, report, args.out)
     print("plot written to %s" % args.out)
     return 0

@@ -117,8 +117,13 @@ def evaluate_zone(X, y, time_s, names, candidates, rounds=ROUNDS, folds=FOLDS, s
     return ZoneResult(len(y), chosen, cvs[chosen], split, cvs, params)
 
 
-def evaluate_table(table, names, rounds=ROUNDS, seed=0, folds=FOLDS, candidates=None):
-    """{zone: ZoneResult, or {"skipped": reason}} for every zone with measured power in `table`."""
+def evaluate_table(table, features=None, rounds=ROUNDS, seed=0, folds=FOLDS, candidates=None):
+    """(feature names, {zone: ZoneResult, or {"skipped": reason}}) for every zone with measured power in
+    `table`. Raises InputError when no feature is available or no zone has enough measured rows."""
+    names = choose_features(table, features)
+    if not names:
+        raise InputError("%s: no feature is available to train on (%s)" % (
+            table.source, "; ".join("%s: %s" % kv for kv in table.unavailable.items())))
     chosen_candidates = choose_candidates(candidates)
     X_all = select_columns(table, names, "being trained")
     need = max(MIN_ROWS, 2 * folds)
@@ -131,26 +136,22 @@ def evaluate_table(table, names, rounds=ROUNDS, seed=0, folds=FOLDS, candidates=
             continue
         report[zone] = evaluate_zone(X_all[rows], y_all[rows], table.time_s[rows], names, chosen_candidates, rounds,
                                      folds, seed)
-    return report
+    if not any(isinstance(r, ZoneResult) for r in report.values()):
+        raise InputError("%s has no measured power with enough rows to train on: %s" % (
+            table.source, "; ".join("%s: %s" % (z, r["skipped"]) for z, r in report.items()) or "no energy zones"))
+    return names, report
 
 
 def train_table(table, features=None, rounds=ROUNDS, seed=0, folds=FOLDS, candidates=None):
-    """Evaluates and trains one booster per measured zone. Returns (features, {zone: booster}, report)
-    with report as evaluate_table()'s."""
-    names = choose_features(table, features)
-    if not names:
-        raise InputError("%s: no feature is available to train on (%s)" % (
-            table.source, "; ".join("%s: %s" % kv for kv in table.unavailable.items())))
-    report = evaluate_table(table, names, rounds, seed, folds, candidates)
+    """Evaluates (evaluate_table()) and trains the chosen booster of each zone on all its rows. Returns
+    (features, {zone: booster}, report)."""
+    names, report = evaluate_table(table, features, rounds, seed, folds, candidates)
     X_all = select_columns(table, names, "being trained")
     boosters = {}
     for zone, result in report.items():
         if isinstance(result, ZoneResult):
             rows = ~np.isnan(table.targets[zone])
             boosters[zone] = fit(X_all[rows], table.targets[zone][rows], rounds, result.params)
-    if not boosters:
-        raise InputError("%s has no measured power with enough rows to train on: %s" % (
-            table.source, "; ".join("%s: %s" % (z, r["skipped"]) for z, r in report.items()) or "no energy zones"))
     return names, boosters, report
 
 
