@@ -12,7 +12,6 @@
 #include "common/text_io.hpp"
 #include "energy/energy.hpp"
 #include "frame/frame_builder.hpp"
-#include "frame/node_cpu.hpp"
 #include "frame/node_info.hpp"
 #include "kepler_collect/collector.hpp"
 #include "keplershm/keplershm.hpp"
@@ -139,8 +138,7 @@ class Collection {
 public:
     Collection(const CollectorOptions& o, const std::string& node)
         : source_(make_process_source(source_settings(o))),
-          node_cpu_(o.proc_root),
-          edge_(start_counting(node_cpu_)),
+          edge_{monotonic_now_ns(), realtime_now_ns()},
           meter_(discover_meter(o.sysfs_root)),
           metadata_(make_metadata(o, node)),
           resolver_(o.proc_root) {
@@ -156,15 +154,6 @@ public:
         SourceSample sample = source_->sample();
         // The process boundary is the interval's end; the realtime end is the same instant.
         const IntervalEdge end{sample.read_time_ns, sample.read_time_ns + (realtime_now_ns() - monotonic_now_ns())};
-        // The source's own node CPU time is on its processes' clock; /proc/stat's ticks only without it.
-        std::optional<NodeCpuSample> cpu = std::move(sample.node_cpu);
-        if (!cpu) {
-            try {
-                cpu = node_cpu_.read();
-            } catch (const CollectError& e) {
-                log_warn("node cpu: {}", e.what());
-            }
-        }
         const std::vector<keplershm_zone_sample> zones = meter_.read();
         const std::vector<std::shared_ptr<const CgroupWorkload>> workloads = resolve_workloads(sample);
         const std::shared_ptr<const PodIndex> pods = metadata_ ? metadata_->snapshot() : nullptr;
@@ -179,7 +168,9 @@ public:
         in.power_source = meter_.power_source();
         in.sample = &sample;
         in.workloads = &workloads;
-        in.node_cpu = cpu ? &*cpu : nullptr;
+        // Node busy time comes from the source, on its processes' clock; a source without it leaves the
+        // frame without node CPU time rather than mixing in /proc/stat's tick samples.
+        in.node_cpu = sample.node_cpu ? &*sample.node_cpu : nullptr;
         in.zones = &zones;
         in.pods = pods.get();
         keplershm::Draft draft = writer.begin();
@@ -194,13 +185,6 @@ public:
     }
 
 private:
-    /// The source counts from its creation on, so the first interval starts right after it (before
-    /// meters and metadata, which may take a while), and so does node CPU time.
-    static IntervalEdge start_counting(NodeCpuReader& node_cpu) {
-        node_cpu.read();
-        return IntervalEdge{monotonic_now_ns(), realtime_now_ns()};
-    }
-
     static SourceSettings source_settings(const CollectorOptions& o) {
         SourceSettings s;
         s.kind = o.source;
@@ -220,9 +204,9 @@ private:
         return workloads;
     }
 
-    // Declaration order is initialisation order: source, then node CPU and the interval's start.
+    // Declaration order is initialisation order: the source counts from its creation on, so the first
+    // interval starts right after it (before meters and metadata, which may take a while).
     std::unique_ptr<ProcessSource> source_;
-    NodeCpuReader node_cpu_;
     IntervalEdge edge_;
     EnergyMeter meter_;
     std::unique_ptr<KubeMetadata> metadata_;

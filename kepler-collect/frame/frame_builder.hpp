@@ -7,7 +7,6 @@
 #include <memory>
 #include <vector>
 
-#include "frame/node_cpu.hpp"
 #include "keplershm/keplershm.hpp"
 #include "sources/process_source.hpp"
 #include "workloads/kube_metadata.hpp"

@@ -185,6 +185,12 @@ enum keplershm_process_flag {
     KEPLERSHM_PROC_KERNEL = 1u << 7, /* kernel thread */
 };
 
+enum keplershm_cpu_sample_flag {
+    /* The source does not measure per CPU: each record holds an equal share of the node's time (sums
+     * over CPUs are exact, the split between them is not a measurement). */
+    KEPLERSHM_CPU_NODE_SHARE = 1u << 0,
+};
+
 enum keplershm_zone_kind {
     KEPLERSHM_ZONE_PACKAGE = 1,
     KEPLERSHM_ZONE_CORE = 2,
@@ -278,7 +284,7 @@ struct keplershm_zone_sample {          /* 40 bytes in ABI 1.0 */
 
 struct keplershm_cpu_sample {           /* 80 bytes in ABI 1.0, deltas over the interval */
     uint32_t cpu;                       /* unit: index */
-    uint32_t flags;                     /* unit: flags */
+    uint32_t flags;                     /* unit: flags  enum keplershm_cpu_sample_flag */
     uint64_t user_ns;                   /* unit: ns */
     uint64_t nice_ns;                   /* unit: ns */
     uint64_t system_ns;                 /* unit: ns */

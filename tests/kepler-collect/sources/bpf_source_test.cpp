@@ -250,7 +250,13 @@ TEST(BpfSource, PageCacheCountersMoveUnderFileActivity) {
 /// the exact time in the idle loop, truncated to USER_HZ ticks when printed), independent of the program.
 uint64_t proc_stat_idle_ns() {
     uint64_t ticks = 0;
-    for (const CpuTicks& c : parse_proc_stat_cpus(read_text_file_or_throw("/proc/stat", 1 << 20))) ticks += c.idle + c.iowait;
+    const std::string text = read_text_file_or_throw("/proc/stat", 1 << 20);
+    for (std::string_view line : split_lines(text)) {
+        if (!starts_with(line, "cpu") || line.size() < 4 || line[3] == ' ') continue;  // "cpuN" lines only
+        const std::vector<std::string_view> f = split_fields(line);  // cpuN user nice system idle iowait ...
+        if (f.size() < 6) throw CollectError("/proc/stat: short cpu line");
+        ticks += parse_u64_or_throw(f[4], "/proc/stat idle") + parse_u64_or_throw(f[5], "/proc/stat iowait");
+    }
     return ticks * ns_per_tick();
 }
 

@@ -12,7 +12,7 @@ namespace {
 
 TEST(ProcPidStat, CommWithSpacesAndParentheses) {
     const std::string line =
-        "4242 (my (weird) app) S 1 4242 4242 0 -1 4194560 500 0 0 0 123 45 0 0 20 0 3 0 987654 1000000 200 "
+        "4242 (my (weird) app) S 1 4242 4242 0 -1 4194560 500 0 0 0 123 45 67 8 20 0 3 0 987654 1000000 200 "
         "18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n";
     const auto s = parse_proc_pid_stat(line);
     ASSERT_TRUE(s);
@@ -21,6 +21,8 @@ TEST(ProcPidStat, CommWithSpacesAndParentheses) {
     EXPECT_EQ(s->state, 'S');
     EXPECT_EQ(s->utime_ticks, 123u);
     EXPECT_EQ(s->stime_ticks, 45u);
+    EXPECT_EQ(s->children_ticks, 67u + 8u) << "cutime + cstime";
+    EXPECT_EQ(s->ppid, 1u);
     EXPECT_EQ(s->start_ticks, 987654u);
     EXPECT_FALSE(s->flags & kPfKthread);
 }

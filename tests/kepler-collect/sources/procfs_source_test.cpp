@@ -2,7 +2,9 @@
 // count, keying by (pid, start time) across pid reuse, and exits.
 #include <unistd.h>
 
+#include <filesystem>
 #include <memory>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -21,9 +23,17 @@ const ProcessActivity* find(const SourceSample& s, pid_t pid) {
     return nullptr;
 }
 
-std::string stat_line(uint32_t pid, const std::string& comm, uint64_t utime, uint64_t stime, uint64_t start) {
-    return std::to_string(pid) + " (" + comm + ") R 1 1 1 0 -1 4194304 0 0 0 0 " + std::to_string(utime) + " " +
-           std::to_string(stime) + " 0 0 20 0 1 0 " + std::to_string(start) + " 1000 100 0\n";
+std::string stat_line(uint32_t pid, const std::string& comm, uint64_t utime, uint64_t stime, uint64_t start,
+                      uint32_t ppid = 1, uint64_t children = 0) {
+    return std::to_string(pid) + " (" + comm + ") R " + std::to_string(ppid) + " 1 1 0 -1 4194304 0 0 0 0 " +
+           std::to_string(utime) + " " + std::to_string(stime) + " " + std::to_string(children) + " 0 20 0 1 0 " +
+           std::to_string(start) + " 1000 100 0\n";
+}
+
+uint64_t published_ns(const SourceSample& s) {
+    uint64_t sum = 0;
+    for (const ProcessActivity& p : s.processes) sum += p.cpu_time_ns;
+    return sum;
 }
 
 TEST(ProcfsSource, ReusedPidIsANewProcessNotAContinuation) {
@@ -59,6 +69,53 @@ TEST(ProcfsSource, IdleProcessesAreLeftOutAndKernelThreadsFlagged) {
     EXPECT_TRUE(s.processes[0].flags & KEPLERSHM_PROC_KERNEL);
 }
 
+// Node busy time is the processes' own time plus what ended processes ran since the previous scan, read
+// from their reapers' cutime + cstime: one tree with a child waited for, a child never seen, a child of
+// a parent that does not wait, and then a parent and its child ending together.
+TEST(ProcfsSource, NodeBusyIsTheProcessesTimePlusWhatEndedProcessesRan) {
+    testing::TempDir proc;
+    proc.write("1/stat", stat_line(1, "init", 100, 0, 1, 0));
+    proc.write("100/stat", stat_line(100, "shell", 10, 0, 50, 1));
+    proc.write("200/stat", stat_line(200, "worker", 50, 0, 60, 100));
+    proc.write("300/stat", stat_line(300, "daemon", 5, 0, 70, 1));
+    proc.write("301/stat", stat_line(301, "helper", 4, 0, 80, 300));
+    proc.write("400/stat", stat_line(400, "job", 15, 0, 90, 100));
+    const uint64_t tick = ns_per_tick();
+    ProcfsSource source(proc.path().string());
+
+    // 200 ran 8 more ticks and was waited for; an unseen child of the shell ran 7; 301 ended and its
+    // parent does not wait (no cutime growth): its tail is lost, nobody else's.
+    std::filesystem::remove_all(proc.path() / "200");
+    std::filesystem::remove_all(proc.path() / "301");
+    proc.write("1/stat", stat_line(1, "init", 101, 0, 1, 0));
+    proc.write("100/stat", stat_line(100, "shell", 12, 0, 50, 1, 58 + 7));
+    SourceSample s = source.sample();
+    ASSERT_TRUE(s.node_cpu);
+    EXPECT_EQ(published_ns(s), 3 * tick);
+    EXPECT_EQ(s.node_cpu->busy_ns, (3 + 8 + 7) * tick);
+    EXPECT_EQ(s.exited_processes, 2u);
+
+    // The shell and its job end together; init reaps both (the job after reparenting): init's cutime
+    // grows by the job's whole run (20) and the shell's (13 own + 65 children's).
+    std::filesystem::remove_all(proc.path() / "100");
+    std::filesystem::remove_all(proc.path() / "400");
+    proc.write("1/stat", stat_line(1, "init", 101, 0, 1, 0, 20 + 13 + 65));
+    s = source.sample();
+    EXPECT_EQ(published_ns(s), 0u);
+    EXPECT_EQ(s.node_cpu->busy_ns, (5 + 1) * tick) << "the job's 5 ticks and the shell's 1 since the last scan";
+}
+
+TEST(ProcfsSource, NodeTimeIsSharedEquallyOverTheCpusAndAddsUpExactly) {
+    const NodeCpuSample s = ProcfsSource::spread_over_cpus(1001, 600, 2);
+    ASSERT_EQ(s.cpus.size(), 2u);
+    EXPECT_EQ(s.busy_ns, 1001u);
+    EXPECT_EQ(s.cpus[0].user_ns + s.cpus[1].user_ns, 1001u);
+    EXPECT_EQ(s.cpus[0].idle_ns, 600u - s.cpus[0].user_ns);
+    EXPECT_EQ(s.cpus[1].cpu, 1u);
+    EXPECT_EQ(s.cpus[1].flags, KEPLERSHM_CPU_NODE_SHARE) << "the split is not a per-CPU measurement";
+    EXPECT_EQ(ProcfsSource::spread_over_cpus(900, 400, 2).cpus[0].idle_ns, 0u) << "never below zero";
+}
+
 TEST(ProcfsSource, BusyChildEveryIntervalMatchesTheScheduler) {
     ProcfsSource source;
     BusyChild child(testing::test_cpu(), 1.0);
@@ -82,6 +139,43 @@ TEST(ProcfsSource, BusyChildEveryIntervalMatchesTheScheduler) {
     }
 }
 
+// Issue 18's three children (10 ms busy/sleep loops, which wake on the tick that /proc/stat samples):
+// each child's time is its scheduler clock's to the tick, every interval, and node busy time is the
+// processes' time plus what ended processes ran — never /proc/stat's samples, never 0 while they run.
+TEST(ProcfsSource, TickAlignedChildrenKeepTheirTimeAndNodeTimeIsTheirs) {
+    ProcfsSource source;
+    const std::vector<double> duties{0.6, 0.3, 0.1};
+    std::vector<std::unique_ptr<BusyChild>> children;
+    for (double duty : duties) children.push_back(std::make_unique<BusyChild>(testing::test_cpu(), duty));
+    testing::sleep_ms(300);
+    auto clocks = [&] {
+        std::vector<uint64_t> ns;
+        for (const auto& child : children) ns.push_back(testing::process_cpu_ns(child->pid()));
+        return ns;
+    };
+    std::vector<uint64_t> previous_before = clocks();
+    source.sample();
+    std::vector<uint64_t> previous_after = clocks();
+    for (int frame = 0; frame < 3; ++frame) {
+        testing::sleep_ms(1000);
+        const std::vector<uint64_t> before = clocks();
+        const SourceSample s = source.sample();
+        const std::vector<uint64_t> after = clocks();
+        ASSERT_TRUE(s.node_cpu) << "the procfs source measures node time itself";
+        EXPECT_GE(s.node_cpu->busy_ns, published_ns(s)) << "frame " << frame;
+        for (size_t i = 0; i < children.size(); ++i) {
+            const ProcessActivity* p = find(s, children[i]->pid());
+            ASSERT_NE(p, nullptr) << "frame " << frame << " duty " << duties[i];
+            // utime and stime are each truncated to a tick, at both ends of the interval.
+            const uint64_t lo = before[i] - previous_after[i], hi = after[i] - previous_before[i];
+            EXPECT_GE(p->cpu_time_ns + 2 * ns_per_tick(), lo) << "frame " << frame << " duty " << duties[i];
+            EXPECT_LE(p->cpu_time_ns, hi + 2 * ns_per_tick()) << "frame " << frame << " duty " << duties[i];
+        }
+        previous_before = before;
+        previous_after = after;
+    }
+}
+
 TEST(ProcfsSource, HalfDutyChildShowsAboutHalf) {
     if (geteuid() != 0) GTEST_SKIP() << "needs root to run the child at nice -20, away from other load";
     ProcfsSource source;
@@ -100,14 +194,22 @@ TEST(ProcfsSource, HalfDutyChildShowsAboutHalf) {
     }
 }
 
-TEST(ProcfsSource, ExitedChildIsCounted) {
+// A child that ends between two scans: counted as exited, and what it ran after the first scan is in the
+// node's busy time (through this process's cutime when it is waited for), though no record names it.
+TEST(ProcfsSource, ExitedChildIsCountedAndItsLastRunIsNodeTime) {
     ProcfsSource source;
-    auto child = std::make_unique<BusyChild>(testing::test_cpu(), 1.0);
+    BusyChild child(testing::test_cpu(), 1.0);
     testing::sleep_ms(100);
-    source.sample();
-    child.reset();
+    const testing::Bracketed before = testing::sample_bracketed(source, child.pid());
+    testing::sleep_ms(300);
+    const uint64_t total_ns = child.stop();
     const SourceSample s = source.sample();
     EXPECT_GE(s.exited_processes, 1u);
+    ASSERT_TRUE(s.node_cpu);
+    const uint64_t ended_ns = s.node_cpu->busy_ns - published_ns(s);
+    // Ticks truncate the child's total and what the first scan saw: up to two ticks each. Other
+    // processes that ended meanwhile only add to ended_ns.
+    EXPECT_GE(ended_ns + 4 * ns_per_tick(), total_ns - before.after_ns);
 }
 
 }  // namespace
