@@ -1,12 +1,8 @@
 #include "sources/procfs_source.hpp"
 
-#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <memory>
 
 #include <fmt/format.h>
 
@@ -14,20 +10,12 @@
 
 namespace kepler::collect {
 
-namespace {
-bool all_digits(const char* name) noexcept {
-    if (*name == '\0') return false;
-    for (; *name != '\0'; ++name) {
-        if (*name < '0' || *name > '9') return false;
-    }
-    return true;
-}
-}  // namespace
-
 ProcfsSource::ProcfsSource(std::string proc_root)
-    : proc_root_(std::move(proc_root)), cpus_(static_cast<uint32_t>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)))) {
+    : proc_root_(std::move(proc_root)),
+      files_(proc_root_),
+      cpus_(static_cast<uint32_t>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)))) {
     previous_read_ns_ = monotonic_now_ns();
-    for (const ProcPidStat& p : scan(proc_root_)) {
+    for (const ProcPidStat& p : files_.read_all()) {
         previous_[ProcessKey{p.pid, p.start_ticks}] = Seen{p.utime_ticks + p.stime_ticks, p.children_ticks, p.ppid};
     }
 }
@@ -37,19 +25,7 @@ std::string ProcfsSource::describe() const {
 }
 
 std::vector<ProcPidStat> ProcfsSource::scan(const std::string& proc_root) {
-    std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir(proc_root.c_str()), closedir);
-    if (!dir) throw CollectError(fmt::format("cannot list {}: {}", proc_root, std::strerror(errno)));
-    std::vector<ProcPidStat> result;
-    std::string path;
-    while (const dirent* entry = readdir(dir.get())) {
-        if (!all_digits(entry->d_name)) continue;
-        path.assign(proc_root).append("/").append(entry->d_name).append("/stat");
-        // A process may end between readdir and read: that is a normal race, not an error.
-        const ReadResult r = read_text_file(path, 4096);
-        if (!r.ok()) continue;
-        if (auto stat = parse_proc_pid_stat(r.text)) result.push_back(std::move(*stat));
-    }
-    return result;
+    return ProcStatFiles(proc_root).read_all();
 }
 
 SourceSample ProcfsSource::sample() {
@@ -59,7 +35,7 @@ SourceSample ProcfsSource::sample() {
     const uint64_t tick_ns = ns_per_tick();
 
     SeenMap current;
-    const std::vector<ProcPidStat> processes = scan(proc_root_);
+    const std::vector<ProcPidStat> processes = files_.read_all();
     current.reserve(processes.size());
     uint64_t busy_ns = 0;
     for (const ProcPidStat& p : processes) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sources/proc_stat.hpp"
+#include "sources/proc_stat_files.hpp"
 #include "sources/process_source.hpp"
 
 namespace kepler::collect {
@@ -49,6 +50,7 @@ private:
     [[nodiscard]] static uint64_t ended_ticks(const SeenMap& before, const SeenMap& now);
 
     std::string proc_root_;
+    ProcStatFiles files_;  // after proc_root_: initialised from it
     SeenMap previous_;
     uint64_t previous_read_ns_ = 0;
     uint32_t cpus_ = 1;
