@@ -1,6 +1,7 @@
 // kepler-estimate: reads keplershm frames, estimates node power, attributes it and exports it.
 #include <curl/curl.h>
 #include <fmt/format.h>
+#include <malloc.h>
 
 #include <atomic>
 #include <csignal>
@@ -20,6 +21,10 @@ int main(int argc, char** argv) {
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
     curl_global_init(CURL_GLOBAL_DEFAULT);  // before any thread: not thread-safe
+    // One malloc arena for all threads: each exposer worker otherwise keeps an arena the size of the last
+    // /metrics response (4 MB of text and its families at 1,000 processes), 56 MiB RSS with 1 s scrapes
+    // against 35 MiB with one arena, at the same CPU (bench/kepler-estimate/README.md).
+    mallopt(M_ARENA_MAX, 1);
     int rc = 1;
     try {
         rc = kepler_estimate::run(*options, g_stop);
