@@ -25,6 +25,9 @@ std::optional<FeedOptions> parse_command_line(int argc, char** argv, int& exit_c
         ->check(CLI::Range(1u, 4096u))->capture_default_str();
     app.add_option("--max-top-n", o.limits.max_top_n, "Largest top_n_by_cpu accepted")
         ->check(CLI::Range(1u, 1u << 24))->capture_default_str();
+    app.add_option("--drop-grace", o.limits.drop_grace_s,
+                   "Seconds a dropped subscriber that does not read may hold its call before it is cancelled")
+        ->check(CLI::Range(1u, 3600u))->capture_default_str();
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -24,6 +24,7 @@ struct Limits {
     uint32_t max_filter_values = 256;
     uint32_t max_value_length = 256;  // a pod name can be 253 bytes
     uint32_t max_fields = 64;         // per section
+    uint32_t drop_grace_s = 10;       // a dropped subscriber that does not read is cancelled after this
 };
 
 /// A section the feed can carry: its wire name, section id and record type (0: raw bytes).

@@ -6,12 +6,6 @@
 
 namespace kepler_feed {
 
-namespace {
-// How long a dropped subscriber's client may keep its handler blocked in a write before the call is
-// cancelled. Long enough for a client that is merely busy to read its RESOURCE_EXHAUSTED status.
-constexpr std::chrono::seconds kDropGrace{10};
-}  // namespace
-
 Subscriber::Next Subscriber::pop(SnapshotPtr& out, std::chrono::milliseconds wait) {
     std::unique_lock lock(mutex_);
     ready_.wait_for(lock, wait, [&] { return dropped_ || stopped_ || !queue_.empty(); });
@@ -55,12 +49,14 @@ void Fanout::publish(const SnapshotPtr& snapshot) {
     for (const auto& subscriber : subscribers_) queue_or_drop(*subscriber, snapshot);
 }
 
+// A dropped subscriber's client may keep its handler blocked in a write (it does not read); the grace
+// lets a client that is merely busy still read its RESOURCE_EXHAUSTED status.
 void Fanout::tick() {
     std::lock_guard lock(mutex_);
     const auto now = std::chrono::steady_clock::now();
     for (const auto& s : subscribers_) {
         std::lock_guard sub_lock(s->mutex_);
-        if (s->dropped_ && !s->cancelled_ && now - s->dropped_at_ > kDropGrace) {
+        if (s->dropped_ && !s->cancelled_ && now - s->dropped_at_ > std::chrono::seconds(limits_.drop_grace_s)) {
             s->cancelled_ = true;
             s->context_->TryCancel();
         }
