@@ -173,6 +173,7 @@ void FrameEncoder::encode_section(const Snapshot& snapshot, const SectionPlan& p
     const Snapshot::Section& section = *snapshot.find(plan.kind.id);
     out.set_name(plan.kind.name);
     out.set_id(plan.kind.id);
+    out.set_stride(section.stride);
     if (plan.kind.record_type == 0) {  // strings: whole, so that offsets in records stay valid
         out.set_rows(section.count);
         out.set_data(section.bytes.data(), section.bytes.size());
