@@ -42,6 +42,11 @@ void Fanout::queue_or_drop(Subscriber& s, const SnapshotPtr& snapshot) {
 
 void Fanout::publish(const SnapshotPtr& snapshot) {
     std::lock_guard lock(mutex_);
+    // A reader that re-opened the segment catches up on the ring again: frames already sent are not resent.
+    if (!history_.empty() && history_.back()->generation == snapshot->generation &&
+        history_.back()->sequence >= snapshot->sequence) {
+        return;
+    }
     // The history holds what the segment's ring holds, so a subscriber can start where a local reader could.
     const size_t keep = std::clamp<size_t>(snapshot->segment->header.slot_count, 1, 4096);
     history_.push_back(snapshot);
