@@ -27,7 +27,7 @@ protected:
 
     e2e::TempDir tmp_;
     std::string name_ = e2e::unique_name("feed-sec");
-    std::unique_ptr<e2e::Child> collector_;
+    std::unique_ptr<Daemon> collector_;
 };
 
 TEST_F(Security, TokenIsRequiredWhenConfigured) {

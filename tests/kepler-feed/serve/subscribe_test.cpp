@@ -26,7 +26,7 @@ protected:
 
     e2e::TempDir tmp_;
     std::string name_ = e2e::unique_name("feed");
-    std::unique_ptr<e2e::Child> collector_;
+    std::unique_ptr<Daemon> collector_;
     std::unique_ptr<Feed> feed_;
     std::unique_ptr<v1::Feed::Stub> stub_;
 };

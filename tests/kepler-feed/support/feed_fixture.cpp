@@ -10,11 +10,11 @@
 
 namespace feed_test {
 
-std::unique_ptr<e2e::Child> start_collector(const e2e::TempDir& tmp, const std::string& name, const std::string& interval,
+std::unique_ptr<Daemon> start_collector(const e2e::TempDir& tmp, const std::string& name, const std::string& interval,
                                             const std::string& log) {
     // --sysfs-root at an empty directory: no power meter, whatever the host has (no dependence on host state).
     std::filesystem::create_directories(tmp / "sysfs");
-    return std::make_unique<e2e::Child>(
+    return std::make_unique<Daemon>(
         std::vector<std::string>{COLLECT_BINARY, "--shm-name", name, "--source", "procfs", "--kube", "off", "--interval",
                                  interval, "--slots", "64", "--process-capacity", "2048", "--workload-capacity", "256", "--sysfs-root", (tmp / "sysfs").string()},
         tmp / log);
@@ -25,7 +25,7 @@ Feed::Feed(const e2e::TempDir& tmp, const std::string& name, std::vector<std::st
     std::filesystem::remove(port_file);
     std::vector<std::string> argv{FEED_BINARY, "--shm-name", name, "--listen", "127.0.0.1:0", "--port-file", port_file.string()};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    child_ = std::make_unique<e2e::Child>(argv, tmp / log);
+    child_ = std::make_unique<Daemon>(argv, tmp / log);
     e2e::wait_until([&] { return std::filesystem::exists(port_file) || !child_->running(); }, kDeadline);
     if (std::filesystem::exists(port_file)) port_ = std::stoi(e2e::read_file(port_file));
 }

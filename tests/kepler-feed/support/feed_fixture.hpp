@@ -21,8 +21,16 @@ using namespace std::chrono_literals;
 /// Deadlines are generous: they only bound a test that is already failing (CI machines are loaded).
 constexpr auto kDeadline = 90s;
 
+/// A child stopped with SIGTERM (then SIGKILL) at destruction, so that the collector retires and removes
+/// its segment instead of leaving it in /dev/shm.
+class Daemon : public e2e::Child {
+public:
+    using e2e::Child::Child;
+    ~Daemon() { stop(); }
+};
+
 /// kepler-collect on procfs, unprivileged, without Kubernetes, a short interval and a long ring.
-std::unique_ptr<e2e::Child> start_collector(const e2e::TempDir& tmp, const std::string& name,
+std::unique_ptr<Daemon> start_collector(const e2e::TempDir& tmp, const std::string& name,
                                             const std::string& interval = "100ms", const std::string& log = "collect.log");
 
 /// kepler-feed on 127.0.0.1 with a port of the kernel's choosing (read from its --port-file).
@@ -32,11 +40,11 @@ public:
          const std::string& log = "feed.log");
     [[nodiscard]] std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
     [[nodiscard]] int port() const { return port_; }
-    e2e::Child& child() { return *child_; }
+    Daemon& child() { return *child_; }
     [[nodiscard]] std::string log() const { return child_->log(); }
 
 private:
-    std::unique_ptr<e2e::Child> child_;
+    std::unique_ptr<Daemon> child_;
     int port_ = 0;
 };
 
