@@ -38,32 +38,41 @@ def wait_for(predicate, what):
     raise AssertionError("timed out waiting for " + what)
 
 
+def stop(processes):
+    for p in processes:
+        p.terminate()
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def start_feed(shm_name, tmp_path):
+    """kepler-feed on a port of the kernel's choosing: (process, "127.0.0.1:port")."""
+    port_file = tmp_path / ("port-" + shm_name)
+    feed = subprocess.Popen([FEED, "--shm-name", shm_name, "--listen", "127.0.0.1:0", "--port-file", str(port_file)],
+                            stdout=open(tmp_path / ("feed-%s.log" % shm_name), "w"), stderr=subprocess.STDOUT)
+    wait_for(lambda: port_file.exists() or feed.poll() is not None, "kepler-feed's port")
+    assert port_file.exists(), (tmp_path / ("feed-%s.log" % shm_name)).read_text()
+    return feed, "127.0.0.1:" + port_file.read_text().strip()
+
+
 @pytest.fixture
 def node(tmp_path, shm_name):
     """The real collector (procfs, no power meter) and kepler-feed on a port of the kernel's choosing."""
     (tmp_path / "sysfs").mkdir()
-    logs = []
     collector = subprocess.Popen([COLLECT, "--shm-name", shm_name, "--source", "procfs", "--kube", "off", "--interval",
                                   "100ms", "--slots", "64", "--process-capacity", "2048", "--workload-capacity", "256",
                                   "--sysfs-root", str(tmp_path / "sysfs")],
                                  stdout=open(tmp_path / "collect.log", "w"), stderr=subprocess.STDOUT)
-    port_file = tmp_path / "port"
-    feed = subprocess.Popen([FEED, "--shm-name", shm_name, "--listen", "127.0.0.1:0", "--port-file", str(port_file)],
-                            stdout=open(tmp_path / "feed.log", "w"), stderr=subprocess.STDOUT)
-    logs.extend([collector, feed])
+    children = [collector]
     try:
-        wait_for(lambda: port_file.exists() or feed.poll() is not None, "kepler-feed's port")
-        assert port_file.exists(), (tmp_path / "feed.log").read_text()
-        target = "127.0.0.1:" + port_file.read_text().strip()
+        feed, target = start_feed(shm_name, tmp_path)
+        children.append(feed)
         wait_for(lambda: remote.Subscriber(target).describe().stats.frames_read > 0, "frames at the feed")
         yield target
     finally:
-        for p in logs:
-            p.terminate()
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop(children)
 
 
 def same_records(a, b):
@@ -132,3 +141,23 @@ def test_record_remote_reads_back_like_a_local_recording(node, shm_name, tmp_pat
         assert frame.unaccounted.tobytes() == mine.unaccounted.tobytes()
         assert frame.segment.node_name == mine.segment.node_name
     assert matched >= 1
+
+
+def test_feed_serves_an_estimates_segment(tmp_path, shm_name):
+    """An external model's answers (PROTOCOL.md §8) reach off-node consumers through a feed of their own
+    segment, with the (generation, sequence) of the collector frame each one answers."""
+    import types
+    from keplershm.estimates import EstimatesWriter
+    with EstimatesWriter(shm_name, model="ab-model", zones=("package",)) as writer:
+        answered = types.SimpleNamespace(sequence=7, generation=0x1234, interval_start_ns=10**9, interval_end_ns=2 * 10**9)
+        writer.publish(answered, zones={"package": 12.5})
+        feed, target = start_feed(shm_name, tmp_path)
+        try:
+            with remote.Subscriber(target, sections=["estimates"], timeout=DEADLINE) as sub:
+                frame = next(iter(sub))
+        finally:
+            stop([feed])
+    assert (int(frame.header["producer_generation"]), int(frame.header["producer_sequence"])) == (0x1234, 7)
+    assert frame.segment.node_name == "ab-model"
+    assert frame.estimates["power_watts"].tolist() == [12.5]
+    assert frame.estimates["energy_joules"].tolist() == [12.5]
