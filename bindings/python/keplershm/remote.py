@@ -26,6 +26,7 @@ from .reader import SECTION_IDS, SECTIONS, ZONE_KINDS, Frame, Generation, Zone
 from .schema import FieldSpec, Schema, check_fields, np
 
 STUBS_ENV = "KEPLERSHM_FEED_STUBS"
+MAX_MESSAGE_BYTES = 256 << 20
 _HEADER_FIELDS = ("interval_start_ns", "interval_end_ns", "interval_start_realtime_ns", "interval_end_realtime_ns",
                   "process_read_time_ns", "metric_mask", "flags", "source", "power_source", "processes_seen",
                   "producer_sequence", "producer_generation")
@@ -67,10 +68,12 @@ def channel(target, tls=None):
     """A gRPC channel. ``tls``: None/False plain text; True the system's CAs; a path to the CA (PEM) that
     signed the feed's certificate; or a dict with ``ca``, and ``cert`` + ``key`` for a client certificate."""
     grpc = stubs()[0]
+    # gRPC refuses messages above 4 MB by default; a frame of 100,000 processes with every field is ~4.4 MB.
+    options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
     if not tls:
-        return grpc.insecure_channel(target)
+        return grpc.insecure_channel(target, options)
     if tls is True:
-        return grpc.secure_channel(target, grpc.ssl_channel_credentials())
+        return grpc.secure_channel(target, grpc.ssl_channel_credentials(), options)
     if isinstance(tls, (str, os.PathLike)):
         tls = {"ca": tls}
     unknown = set(tls) - {"ca", "cert", "key"}
@@ -81,7 +84,7 @@ def channel(target, tls=None):
     creds = grpc.ssl_channel_credentials(root_certificates=_read(tls["ca"]) if tls.get("ca") else None,
                                          private_key=_read(tls["key"]) if tls.get("key") else None,
                                          certificate_chain=_read(tls["cert"]) if tls.get("cert") else None)
-    return grpc.secure_channel(target, creds)
+    return grpc.secure_channel(target, creds, options)
 
 
 def _generation(segment):
