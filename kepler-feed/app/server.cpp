@@ -75,6 +75,7 @@ int run_server(const FeedOptions& options) {
     FrameReader reader(options.shm_name, [&](SnapshotPtr s) { fanout.publish(s); });
     reader.set_tick([&] { fanout.tick(); });
     FeedService service(config, reader, fanout);
+    reader.start();  // before listening: see FrameReader::start
 
     grpc::ServerBuilder builder;
     int port = 0;
@@ -93,7 +94,6 @@ int run_server(const FeedOptions& options) {
                options.tls_cert.empty() ? "plain text" : options.tls_client_ca.empty() ? "TLS" : "TLS with client certificates",
                config.token.empty() ? "" : ", bearer token");
     if (!options.port_file.empty()) write_port_file(options.port_file, port);
-    reader.start();
     wait_for_stop_signal();
     fmt::print(stderr, "kepler-feed: stopping\n");
     fanout.stop();  // handlers end their streams with UNAVAILABLE

@@ -39,7 +39,12 @@ FrameReader::FrameReader(std::string shm_name, std::function<void(SnapshotPtr)> 
 
 FrameReader::~FrameReader() { stop(); }
 
-void FrameReader::start() { thread_ = std::thread([this] { run(); }); }
+// The first attach runs on the caller's thread: a feed that starts listening after start() already holds
+// the ring's frames, so a subscriber resuming from its last sequence right after a restart finds them.
+void FrameReader::start() {
+    attach();
+    thread_ = std::thread([this] { run(); });
+}
 
 void FrameReader::stop() {
     stopping_ = true;

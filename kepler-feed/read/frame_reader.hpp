@@ -63,6 +63,7 @@ public:
     FrameReader(const FrameReader&) = delete;
     FrameReader& operator=(const FrameReader&) = delete;
 
+    /// Attaches once (catching up on the ring) before it returns, then reads on a thread of its own.
     void start();
     void stop();
     [[nodiscard]] ReaderStatus status() const;

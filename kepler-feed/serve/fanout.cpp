@@ -77,6 +77,10 @@ Fanout::Start Fanout::subscribe(uint64_t from_sequence, grpc::ServerContext* con
                 fmt::format("kepler-feed serves at most {} subscribers (--max-subscribers)", limits_.max_subscribers), 0};
     }
     std::vector<SnapshotPtr> backlog;
+    if (history_.empty() && from_sequence != 0) {
+        return {nullptr, grpc::StatusCode::UNAVAILABLE,
+                "kepler-feed holds no frames yet (its segment is not there or has published nothing); retry", 0};
+    }
     if (!history_.empty()) {
         const uint64_t newest = history_.back()->sequence, oldest = history_.front()->sequence;
         if (from_sequence > newest + 1) {

@@ -67,5 +67,28 @@ TEST(Restart, RestartedFeedResumesFromASequence) {
     EXPECT_EQ(frame.sequence(), last + 2 + frame.missed());
 }
 
+TEST(Restart, FeedStartedBeforeTheCollectorWaitsForIt) {
+    e2e::TempDir tmp;
+    const std::string name = e2e::unique_name("feed-early");
+    Feed feed(tmp, name);
+    ASSERT_NE(feed.port(), 0) << feed.log();
+    auto stub = connect(feed.target());
+    v1::Description d;
+    ASSERT_TRUE(describe(*stub, d).ok());
+    EXPECT_FALSE(d.attached());
+    EXPECT_GT(d.sections_size(), 0) << "the library's schema describes what can be selected";
+    v1::SubscribeRequest resume = request_for({"zones"});
+    resume.set_from_sequence(5);
+    EXPECT_EQ(refused(*stub, resume).error_code(), grpc::StatusCode::UNAVAILABLE) << "no frame held yet: retry later";
+
+    Stream stream = subscribe(*stub, request_for({"zones", "unaccounted"}));
+    auto collector = start_collector(tmp, name);
+    v1::Frame frame;
+    ASSERT_TRUE(stream.read(frame)) << stream.finish().error_message() << feed.log();
+    EXPECT_TRUE(frame.has_segment());
+    ASSERT_TRUE(describe(*stub, d).ok());
+    EXPECT_TRUE(d.attached());
+}
+
 }  // namespace
 }  // namespace feed_test
