@@ -42,7 +42,7 @@ void encode_column(const Snapshot::Section& section, const keplershm_field& fiel
     const uint32_t width = field.type == KEPLERSHM_TYPE_CHAR ? 1 : field.count;
     const uint64_t bytes = static_cast<uint64_t>(element_size(field)) * field.count;
     if (bytes == 0 || static_cast<uint64_t>(field.offset) + bytes > section.stride) return;
-    out.set_name(std::string(keplershm::get_text(field.name)));
+    out.set_name(utf8(keplershm::get_text(field.name)));
     out.set_width(width);
     for (const uint32_t row : rows) {
         const uint8_t* at = section.bytes.data() + static_cast<size_t>(row) * section.stride + field.offset;
@@ -79,14 +79,33 @@ void fill_header(const keplershm_frame& frame, v1::FrameHeader& out) {
 
 }  // namespace
 
+std::string utf8(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    for (size_t i = 0; i < text.size();) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+        bool valid = n != 0 && i + n <= text.size();
+        for (size_t k = 1; valid && k < n; ++k) valid = (static_cast<unsigned char>(text[i + k]) >> 6) == 0x2;
+        if (valid) {
+            out.append(text.substr(i, n));
+            i += n;
+        } else {
+            out += '?';
+            ++i;
+        }
+    }
+    return out;
+}
+
 void fill_segment(const SegmentFacts& facts, v1::Segment& out) {
     const keplershm_header& h = facts.header;
     out.set_generation(h.generation);
     out.set_abi_major(h.abi_major);
     out.set_abi_minor(h.abi_minor);
     out.set_segment_kind(h.segment_kind);
-    out.set_node_name(std::string(keplershm::get_text(h.node_name)));
-    out.set_cpu_model(std::string(keplershm::get_text(h.cpu_model)));
+    out.set_node_name(utf8(keplershm::get_text(h.node_name)));
+    out.set_cpu_model(utf8(keplershm::get_text(h.cpu_model)));
     out.set_cpu_count(h.cpu_count);
     out.set_metric_mask(h.metric_mask);
     out.set_clock_ticks_per_second(h.clock_ticks_per_second);
@@ -101,7 +120,7 @@ void fill_segment(const SegmentFacts& facts, v1::Segment& out) {
         const keplershm_zone_info& z = h.zones[i];
         v1::Zone* zone = out.add_zones();
         zone->set_index(i);
-        zone->set_name(std::string(keplershm::get_text(z.name)));
+        zone->set_name(utf8(keplershm::get_text(z.name)));
         zone->set_kind(z.kind);
         zone->set_socket(z.socket);
         zone->set_power_source(z.power_source);
@@ -109,8 +128,8 @@ void fill_segment(const SegmentFacts& facts, v1::Segment& out) {
     }
     for (const keplershm_field& f : facts.schema) {
         v1::Field* field = out.add_schema();
-        field->set_name(std::string(keplershm::get_text(f.name)));
-        field->set_unit(std::string(keplershm::get_text(f.unit)));
+        field->set_name(utf8(keplershm::get_text(f.name)));
+        field->set_unit(utf8(keplershm::get_text(f.unit)));
         field->set_record_type(f.record_type);
         field->set_type(f.type);
         field->set_offset(f.offset);

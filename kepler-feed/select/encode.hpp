@@ -3,12 +3,18 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "read/frame_reader.hpp"
 #include "select/selection.hpp"
 
 namespace kepler_feed {
+
+/// Text for a proto3 string field, which must be UTF-8 (a Python client refuses the whole message
+/// otherwise). Text from the segment is untrusted: bytes that do not form UTF-8 become '?'.
+[[nodiscard]] std::string utf8(std::string_view text);
 
 /// Header facts and schema of a generation, as sent in Frame.segment and Describe().
 void fill_segment(const SegmentFacts& facts, v1::Segment& out);

@@ -53,7 +53,7 @@ grpc::Status FeedService::Describe(grpc::ServerContext* context, const v1::Descr
         section->set_id(kind.id);
         section->set_record_type(kind.record_type);
         for (const keplershm_field& f : schema)
-            if (kind.record_type != 0 && f.record_type == kind.record_type) section->add_fields(std::string(keplershm::get_text(f.name)));
+            if (kind.record_type != 0 && f.record_type == kind.record_type) section->add_fields(utf8(keplershm::get_text(f.name)));
     }
     v1::Limits* limits = out->mutable_limits();
     limits->set_max_subscribers(config_.limits.max_subscribers);

@@ -1,6 +1,7 @@
 // parse_selection: what a subscriber may ask for, checked before anything is sent.
 #include <gtest/gtest.h>
 
+#include "select/encode.hpp"
 #include "select/selection.hpp"
 
 namespace kepler_feed {
@@ -76,6 +77,13 @@ TEST(Selection, HostileSizesAreRefused) {
     strings->set_name("strings");
     strings->add_fields("pid");
     EXPECT_FALSE(parse(r, error));
+}
+
+TEST(Encode, TextFromTheSegmentBecomesValidUtf8) {
+    EXPECT_EQ(utf8("node-1"), "node-1");
+    EXPECT_EQ(utf8("caf\xc3\xa9"), "caf\xc3\xa9");
+    EXPECT_EQ(utf8("bad\xff\xc3"), "bad??");
+    EXPECT_EQ(utf8("\xe2\x82"), "??") << "a sequence cut short";
 }
 
 }  // namespace
