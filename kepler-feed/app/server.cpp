@@ -81,6 +81,8 @@ int run_server(const FeedOptions& options) {
     int port = 0;
     builder.AddListeningPort(options.listen, credentials(options), &port);
     builder.RegisterService(&service);
+    // The largest valid request (filters at their limits) is ~200 KB: gRPC refuses bigger ones itself.
+    builder.SetMaxReceiveMessageSize(1 << 20);
     // One handler thread per subscription (plus Describe calls): the quota bounds them.
     grpc::ResourceQuota quota("kepler-feed");
     quota.SetMaxThreads(static_cast<int>(options.limits.max_subscribers) + 8);

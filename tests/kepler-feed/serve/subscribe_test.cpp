@@ -159,6 +159,10 @@ TEST_F(Subscribe, HostileRequestsGetClearStatusCodes) {
     s = refused(*stub_, huge);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_NE(s.error_message().find("beyond the newest frame"), std::string::npos) << s.error_message();
+    huge.Clear();
+    huge.mutable_filter()->add_pods(std::string(2 << 20, 'x'));  // above the server's 1 MiB request cap
+    s = refused(*stub_, huge);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
     v1::Description d;
     ASSERT_TRUE(describe(*stub_, d).ok());
     EXPECT_GE(d.stats().requests_refused(), 5u);
