@@ -16,6 +16,9 @@ packages=(
   nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev libzip-dev
   # benchmark baselines (unix-socket JSON path)
   rapidjson-dev libsimdjson-dev
+  # kepler-feed: gRPC and protobuf (C++ code and Python stubs generated at build time), the Python client,
+  # openssl for the TLS tests' throwaway certificates
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-protobuf openssl
   # Python research clients
   python3 python3-numpy python3-xgboost python3-pytest python3-matplotlib python3-yaml
   # tests only: Kepler's own stack as the parity reference (scaler.pkl is loaded by joblib in tests, never in the product)

@@ -33,7 +33,7 @@ main_suite() {
 
 containers() {
   # Its own stage: builds two images and runs a pod (minutes, CPU-heavy), against main_suite's build.
-  cmake --build build -j"$jobs" --target kepler-collect kepler-estimate keplershm-probe keplershm-segment-size
+  cmake --build build -j"$jobs" --target kepler-collect kepler-estimate kepler-feed keplershm-probe keplershm-segment-size
   (cd build && ctest --output-on-failure -L '^containers$')
 }
 

@@ -96,15 +96,15 @@ if [[ $(podman image inspect --format '{{index .Labels "keplershm.rootfs-stamp"}
     podman import --change "LABEL keplershm.rootfs-stamp=$stamp" --change 'CMD ["/bin/bash"]' - "$base_image" >/dev/null
 fi
 
-# 2. The binaries, built here with the project's CMake (only the four targets the images ship).
+# 2. The binaries, built here with the project's CMake (only the five targets the images ship).
 if [[ ! -f $build_dir/CMakeCache.txt ]]; then
   log "configuring $build_dir"
   cmake -S "$repo" -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKEPLERSHM_BUILD_BENCHMARKS=OFF >/dev/null
 fi
-log "building kepler-collect kepler-estimate keplershm-probe keplershm-segment-size in $build_dir (-j$jobs)"
+log "building kepler-collect kepler-estimate kepler-feed keplershm-probe keplershm-segment-size in $build_dir (-j$jobs)"
 nice -n 10 cmake --build "$build_dir" -j"$jobs" \
-  --target kepler-collect kepler-estimate keplershm-probe keplershm-segment-size >/dev/null ||
-  die "the CMake build failed; rerun: cmake --build $build_dir --target kepler-collect kepler-estimate keplershm-probe keplershm-segment-size"
+  --target kepler-collect kepler-estimate kepler-feed keplershm-probe keplershm-segment-size >/dev/null ||
+  die "the CMake build failed; rerun: cmake --build $build_dir --target kepler-collect kepler-estimate kepler-feed keplershm-probe keplershm-segment-size"
 
 # 3. The images. The context holds only prebuilt/{bin,lib}: debug info stripped (as the source stage does).
 context=$(mktemp -d /tmp/keplershm-image-context.XXXXXX)
@@ -129,6 +129,6 @@ build_image() {
 $(tail -n 15 "$cache_dir/podman-build-$image.log")"
 }
 build_image kepler-collect kepler-collect keplershm-probe keplershm-segment-size
-build_image kepler-estimate kepler-estimate keplershm-probe
+build_image kepler-estimate kepler-estimate kepler-feed keplershm-probe
 
 podman image ls --filter reference='keplershm/*' --format '{{.Repository}}:{{.Tag}} {{.Size}}'

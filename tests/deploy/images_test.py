@@ -21,7 +21,8 @@ DEBIAN_BASE_PACKAGES = {"libc6", "libgcc-s1", "libstdc++6"}
 IMAGES = {
     "kepler-collect": {"binaries": ["kepler-collect", "keplershm-probe", "keplershm-segment-size"],
                        "entrypoint": "kepler-collect"},
-    "kepler-estimate": {"binaries": ["kepler-estimate", "keplershm-probe"], "entrypoint": "kepler-estimate"},
+    # kepler-feed (deploy/kubernetes/feed) runs from the estimator's image.
+    "kepler-estimate": {"binaries": ["kepler-estimate", "kepler-feed", "keplershm-probe"], "entrypoint": "kepler-estimate"},
 }
 
 

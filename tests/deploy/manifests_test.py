@@ -399,5 +399,57 @@ class SegmentOwnership(unittest.TestCase):
             self.assertIn("ermission denied", result.stderr)
 
 
+class FeedOverlay(unittest.TestCase):
+    """deploy/kubernetes/feed: the optional kepler-feed container reads like the estimator (read-only,
+    unprivileged) and never serves frames off the pod without TLS and a token."""
+
+    def setUp(self):
+        self.patch = ds.kube_documents("feed/daemonset-feed.yaml")[0]
+        self.spec = ds.pod_spec(self.patch)
+        self.feed = ds.container(self.spec, "kepler-feed")
+
+    def test_patches_the_sidecar_daemonset(self):
+        base = sidecar()
+        self.assertEqual((self.patch["kind"], self.patch["metadata"]["name"], self.patch["metadata"]["namespace"]),
+                         (base["kind"], base["metadata"]["name"], base["metadata"]["namespace"]))
+        kustomization = ds.kube_documents("feed/kustomization.yaml")[0]
+        self.assertIn("../sidecar", kustomization["resources"])
+        self.assertEqual([p["path"] for p in kustomization["patches"]], ["daemonset-feed.yaml"])
+
+    def test_unprivileged_read_only_reader(self):
+        sc = self.feed["securityContext"]
+        self.assertIs(sc["runAsNonRoot"], True)
+        self.assertEqual((sc["runAsUser"], sc["runAsGroup"]), (65532, 65532))
+        self.assertIs(sc["allowPrivilegeEscalation"], False)
+        self.assertIs(sc["readOnlyRootFilesystem"], True)
+        self.assertEqual(sc["capabilities"], {"drop": ["ALL"]})
+        self.assertIs(ds.mount_at(self.feed, "/dev/shm")["readOnly"], True)
+
+    def test_off_pod_listener_has_tls_and_a_token_from_secrets(self):
+        args = self.feed["args"]
+        self.assertFalse(ds.flag_value(args, "--listen").startswith("127."), "listens for other nodes")
+        for flag in ("--tls-cert", "--tls-key", "--token-file"):
+            path = ds.flag_value(args, flag)
+            self.assertTrue(path, flag)
+            mount = next(m for m in self.feed["volumeMounts"] if path.startswith(m["mountPath"] + "/"))
+            self.assertIs(mount["readOnly"], True, flag)
+            self.assertIn("secret", ds.volume(self.spec, mount["name"]), f"{flag} comes from a Secret")
+
+    def test_service_port_names_the_container_port(self):
+        service = ds.kube_documents("feed/service.yaml")[0]
+        ports = {p["name"]: p["containerPort"] for p in self.feed["ports"]}
+        for port in service["spec"]["ports"]:
+            self.assertEqual(ports[port["targetPort"]], port["port"])
+            self.assertEqual(port["port"], int(ds.flag_value(self.feed["args"], "--listen").rsplit(":", 1)[1]))
+
+    def test_every_option_exists(self):
+        feed = os.environ.get("KEPLERSHM_FEED")
+        if not feed:
+            self.skipTest("kepler-feed is not built in this configuration")
+        known = ds.help_options(feed)
+        for arg in self.feed["args"]:
+            self.assertIn(ds.split_flag(arg)[0], known, arg)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -11,8 +11,16 @@ def _parser():
     p = argparse.ArgumentParser(prog="python3 -m keplershm", description="keplershm research tools")
     sub = p.add_subparsers(dest="command", required=True)
 
-    r = sub.add_parser("record", help="record a live segment into a file (through libkeplershm's recorder)")
-    r.add_argument("--shm-name", required=True, help="segment name under /dev/shm (kepler-collect's --shm-name)")
+    r = sub.add_parser("record", help="record a live segment, or a remote kepler-feed, into a file (through "
+                                      "libkeplershm's recorder)")
+    source = r.add_mutually_exclusive_group(required=True)
+    source.add_argument("--shm-name", help="segment name under /dev/shm (kepler-collect's --shm-name)")
+    source.add_argument("--remote", metavar="HOST:PORT", help="a kepler-feed to subscribe to (gRPC)")
+    r.add_argument("--sections", help="with --remote: comma-separated sections to record (default all)")
+    r.add_argument("--token-file", help="with --remote: file holding the feed's bearer token")
+    r.add_argument("--tls-ca", help="with --remote: use TLS, trusting this CA (PEM) for the feed's certificate")
+    r.add_argument("--tls-cert", help="with --remote and --tls-ca: client certificate (PEM)")
+    r.add_argument("--tls-key", help="with --remote and --tls-ca: client private key (PEM)")
     r.add_argument("--out", required=True, help="recording file to create")
     r.add_argument("--duration", help="stop after this long (30, 30s, 5m, 2h); default: until the writer retires")
     r.add_argument("--max-size", help="stop before the file exceeds this size (500M, 2G)")

@@ -104,10 +104,30 @@ def record(shm_name, out, duration_s=None, max_bytes=0, writer_grace_s=5.0, prog
     return RecordResult(frames, missed, size, stopped)
 
 
+def _record_remote(args, duration, cap):
+    from .remote import record_remote
+    token = None
+    if args.token_file:
+        with open(args.token_file) as f:
+            token = f.readline().strip()
+    tls = {"ca": args.tls_ca, "cert": args.tls_cert, "key": args.tls_key} if args.tls_ca else None
+    sections = args.sections.split(",") if args.sections else None
+    print("recording kepler-feed %s into %s%s%s (Ctrl-C stops)" % (
+        args.remote, args.out, " for %gs" % duration if duration else "",
+        ", at most %d bytes" % cap if cap else ""), file=sys.stderr)
+    return record_remote(args.remote, args.out, duration, cap, sections=sections, token=token, tls=tls)
+
+
 def main(args):
-    """CLI: python3 -m keplershm record --shm-name NAME --out FILE [--duration D] [--max-size SIZE]."""
+    """CLI: python3 -m keplershm record (--shm-name NAME | --remote HOST:PORT) --out FILE [--duration D]
+    [--max-size SIZE]."""
     duration = parse_duration(args.duration) if args.duration else None
     cap = parse_size(args.max_size) if args.max_size else 0
+    if getattr(args, "remote", None):
+        result = _record_remote(args, duration, cap)
+        print("%d frames (%d missed), %d bytes: stopped because %s" % (result.frames, result.missed, result.bytes,
+                                                                      result.stopped_because), file=sys.stderr)
+        return 0
     print("recording segment '%s' into %s%s%s (Ctrl-C stops)" % (
         args.shm_name, args.out, " for %gs" % duration if duration else "",
         ", at most %d bytes" % cap if cap else ""), file=sys.stderr)

@@ -40,11 +40,15 @@ def _text(raw):
 
 def fields_from_ctypes(array, count):
     """FieldSpec list from ``struct keplershm_field`` entries, rejecting malformed ones."""
+    return check_fields(FieldSpec(_text(f.name), _text(f.unit), f.record_type, f.type, f.offset, f.count, f.size)
+                        for f in (array[i] for i in range(count)))
+
+
+def check_fields(specs):
+    """The FieldSpecs as a list, rejecting malformed ones (a schema from a segment, a file or the network)."""
     out = []
     seen = set()
-    for i in range(count):
-        f = array[i]
-        spec = FieldSpec(_text(f.name), _text(f.unit), f.record_type, f.type, f.offset, f.count, f.size)
+    for i, spec in enumerate(specs):
         if not _NAME.match(spec.name):
             raise CorruptData("field schema entry %d has an invalid name %r" % (i, spec.name))
         if spec.type not in _SCALAR_SIZE:
@@ -97,11 +101,18 @@ class Schema:
                                   (RECORD_NAMES.get(record_type, record_type), f.name, f.offset + f.size, stride))
         return fields
 
-    def dtype(self, record_type, stride):
-        """numpy dtype of one record of `record_type` laid out `stride` bytes apart."""
-        key = (record_type, stride)
+    def record_size(self, record_type):
+        """Bytes of a record as the schema describes it (its last field's end, 8-byte aligned)."""
+        end = max((f.offset + f.size for f in self.fields_of(record_type)), default=0)
+        return (end + 7) // 8 * 8
+
+    def dtype(self, record_type, stride, names=None):
+        """numpy dtype of one record of `record_type` laid out `stride` bytes apart; `names`: only those fields."""
+        key = (record_type, stride, None if names is None else tuple(names))
         if key not in self._dtypes:
             fields = self._usable(record_type, stride)
+            if names is not None:
+                fields = [f for f in fields if f.name in names]
             formats = []
             for f in fields:
                 if f.type == _abi.TYPE_CHAR:

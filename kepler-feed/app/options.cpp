@@ -1,0 +1,50 @@
+#include "app/options.hpp"
+
+#include <CLI/CLI.hpp>
+
+namespace kepler_feed {
+
+std::optional<FeedOptions> parse_command_line(int argc, char** argv, int& exit_code) {
+    FeedOptions o;
+    CLI::App app{"kepler-feed: serves the frames of a keplershm segment (/dev/shm/NAME) over gRPC "
+                 "(keplershm.feed.v1.Feed), read-only and unprivileged."};
+    app.get_formatter()->column_width(40);
+    app.add_option("--shm-name", o.shm_name, "Segment to serve (kepler-collect's --shm-name)")->required();
+    app.add_option("--listen", o.listen, "HOST:PORT to listen on; port 0 picks a free one (see --port-file)")
+        ->capture_default_str();
+    app.add_option("--port-file", o.port_file, "Write the bound port here once listening");
+    app.add_option("--tls-cert", o.tls_cert, "Server certificate (PEM); with --tls-key enables TLS")->check(CLI::ExistingFile);
+    app.add_option("--tls-key", o.tls_key, "Server private key (PEM)")->check(CLI::ExistingFile);
+    app.add_option("--tls-client-ca", o.tls_client_ca, "CA bundle (PEM): require client certificates signed by it")
+        ->check(CLI::ExistingFile);
+    app.add_option("--token-file", o.token_file, "File holding the bearer token every call must carry")
+        ->check(CLI::ExistingFile);
+    app.add_option("--max-subscribers", o.limits.max_subscribers, "Concurrent subscriptions served")
+        ->check(CLI::Range(1u, 4096u))->capture_default_str();
+    app.add_option("--queue-frames", o.limits.queue_frames, "Frames a subscriber may fall behind before it is dropped")
+        ->check(CLI::Range(1u, 4096u))->capture_default_str();
+    app.add_option("--max-top-n", o.limits.max_top_n, "Largest top_n_by_cpu accepted")
+        ->check(CLI::Range(1u, 1u << 24))->capture_default_str();
+    app.add_option("--drop-grace", o.limits.drop_grace_s,
+                   "Seconds a dropped subscriber that does not read may hold its call before it is cancelled")
+        ->check(CLI::Range(1u, 3600u))->capture_default_str();
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        exit_code = app.exit(e);
+        return std::nullopt;
+    }
+    if (o.tls_cert.empty() != o.tls_key.empty()) {
+        std::cerr << "kepler-feed: --tls-cert and --tls-key go together\n";
+        exit_code = 2;
+        return std::nullopt;
+    }
+    if (!o.tls_client_ca.empty() && o.tls_cert.empty()) {
+        std::cerr << "kepler-feed: --tls-client-ca needs --tls-cert and --tls-key\n";
+        exit_code = 2;
+        return std::nullopt;
+    }
+    return o;
+}
+
+}  // namespace kepler_feed
