@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -21,11 +20,9 @@ constexpr long kProcSuperMagic = 0x9fa0;      // statfs f_type of procfs (linux/
 constexpr rlim_t kReservedDescriptors = 256;  // left for everything else the collector opens
 
 std::optional<uint32_t> pid_of(const char* name) noexcept {
-    const size_t length = std::strlen(name);
-    uint32_t pid = 0;
-    const auto [end, error] = std::from_chars(name, name + length, pid);
-    if (length == 0 || error != std::errc{} || end != name + length || pid == 0) return std::nullopt;
-    return pid;
+    const std::optional<uint64_t> pid = parse_u64(name);
+    if (!pid || *pid == 0 || *pid > UINT32_MAX) return std::nullopt;
+    return static_cast<uint32_t>(*pid);
 }
 
 size_t descriptor_budget() noexcept {
@@ -39,8 +36,8 @@ ProcStatFiles::ProcStatFiles(std::string proc_root) : proc_root_(std::move(proc_
     root_fd_ = ::open(proc_root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (root_fd_ < 0) throw CollectError(fmt::format("cannot open {}: {}", proc_root_, std::strerror(errno)));
     struct statfs fs {};
-    keep_open_ = fstatfs(root_fd_, &fs) == 0 && fs.f_type == kProcSuperMagic;
-    budget_ = keep_open_ ? descriptor_budget() : 0;
+    const bool rendered = fstatfs(root_fd_, &fs) == 0 && fs.f_type == kProcSuperMagic;
+    budget_ = rendered ? descriptor_budget() : 0;
 }
 
 ProcStatFiles::~ProcStatFiles() {

@@ -16,7 +16,7 @@ ProcfsSource::ProcfsSource(std::string proc_root)
       cpus_(static_cast<uint32_t>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)))) {
     previous_read_ns_ = monotonic_now_ns();
     for (const ProcPidStat& p : files_.read_all()) {
-        previous_[ProcessKey{p.pid, p.start_ticks}] = Seen{p.utime_ticks + p.stime_ticks, p.children_ticks, p.ppid};
+        previous_[ProcessKey{p.pid, p.start_ticks}] = Seen::of(p);
     }
 }
 
@@ -40,8 +40,8 @@ SourceSample ProcfsSource::sample() {
     uint64_t busy_ns = 0;
     for (const ProcPidStat& p : processes) {
         const ProcessKey key{p.pid, p.start_ticks};
-        const uint64_t total = p.utime_ticks + p.stime_ticks;
-        current[key] = Seen{total, p.children_ticks, p.ppid};
+        const Seen& seen = current[key] = Seen::of(p);
+        const uint64_t total = seen.own_ticks;
 
         ProcessActivity a;
         a.key = key;

@@ -45,6 +45,9 @@ private:
         uint64_t own_ticks = 0;
         uint64_t children_ticks = 0;
         uint32_t ppid = 0;
+        [[nodiscard]] static Seen of(const ProcPidStat& p) noexcept {
+            return Seen{p.utime_ticks + p.stime_ticks, p.children_ticks, p.ppid};
+        }
     };
     using SeenMap = std::unordered_map<ProcessKey, Seen, ProcessKeyHash>;
     [[nodiscard]] static uint64_t ended_ticks(const SeenMap& before, const SeenMap& now);

@@ -151,6 +151,13 @@ void TempDir::write(const std::string& relative, const std::string& content) con
     std::filesystem::rename(temporary, file);
 }
 
+std::string proc_stat_line(uint32_t pid, const std::string& comm, uint64_t utime, uint64_t stime, uint64_t start,
+                           uint32_t ppid, uint64_t children) {
+    return std::to_string(pid) + " (" + comm + ") R " + std::to_string(ppid) + " 1 1 0 -1 4194304 0 0 0 0 " +
+           std::to_string(utime) + " " + std::to_string(stime) + " " + std::to_string(children) + " 0 20 0 1 0 " +
+           std::to_string(start) + " 1000 100 0\n";
+}
+
 std::string bpf_skip_reason() {
     if (geteuid() != 0) return "needs root (CAP_BPF + CAP_PERFMON) to load eBPF programs";
     return bpf_prerequisite_problem();

@@ -63,6 +63,10 @@ private:
     std::filesystem::path path_;
 };
 
+/// A /proc/<pid>/stat line for a fake /proc tree, with the fields the collector reads.
+[[nodiscard]] std::string proc_stat_line(uint32_t pid, const std::string& comm, uint64_t utime, uint64_t stime,
+                                         uint64_t start, uint32_t ppid = 1, uint64_t children = 0);
+
 /// Empty when eBPF tests can run here; else the reason to skip (not root, no BTF).
 [[nodiscard]] std::string bpf_skip_reason();
 

@@ -23,10 +23,7 @@ const ProcPidStat* find(const std::vector<ProcPidStat>& all, pid_t pid) {
     return it != all.end() ? &*it : nullptr;
 }
 
-std::string stat_line(uint32_t pid, uint64_t utime) {
-    return std::to_string(pid) + " (p" + std::to_string(pid) + ") S 1 1 1 0 -1 4194304 0 0 0 0 " + std::to_string(utime) +
-           " 0 0 0 20 0 1 0 500 1000 100 0\n";
-}
+std::string stat_line(uint32_t pid, uint64_t utime) { return testing::proc_stat_line(pid, "p" + std::to_string(pid), utime, 0, 500); }
 
 TEST(ProcStatFiles, APlainTreeIsReadAfreshEveryTimeAndOnlyPidsAreRead) {
     testing::TempDir proc;

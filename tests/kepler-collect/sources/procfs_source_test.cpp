@@ -23,12 +23,7 @@ const ProcessActivity* find(const SourceSample& s, pid_t pid) {
     return nullptr;
 }
 
-std::string stat_line(uint32_t pid, const std::string& comm, uint64_t utime, uint64_t stime, uint64_t start,
-                      uint32_t ppid = 1, uint64_t children = 0) {
-    return std::to_string(pid) + " (" + comm + ") R " + std::to_string(ppid) + " 1 1 0 -1 4194304 0 0 0 0 " +
-           std::to_string(utime) + " " + std::to_string(stime) + " " + std::to_string(children) + " 0 20 0 1 0 " +
-           std::to_string(start) + " 1000 100 0\n";
-}
+using testing::proc_stat_line;
 
 uint64_t published_ns(const SourceSample& s) {
     uint64_t sum = 0;
@@ -38,17 +33,17 @@ uint64_t published_ns(const SourceSample& s) {
 
 TEST(ProcfsSource, ReusedPidIsANewProcessNotAContinuation) {
     testing::TempDir proc;
-    proc.write("100/stat", stat_line(100, "first", 10, 5, 5000));
+    proc.write("100/stat", proc_stat_line(100, "first", 10, 5, 5000));
     proc.write("not-a-pid/stat", "ignored");
     ProcfsSource source(proc.path().string());
-    proc.write("100/stat", stat_line(100, "first", 20, 5, 5000));
+    proc.write("100/stat", proc_stat_line(100, "first", 20, 5, 5000));
     SourceSample s = source.sample();
     ASSERT_EQ(s.processes.size(), 1u);
     EXPECT_EQ(s.processes[0].cpu_time_ns, 10 * ns_per_tick());
     EXPECT_FALSE(s.processes[0].flags & KEPLERSHM_PROC_NEW);
 
     // pid 100 exited and the kernel handed the number to a new process.
-    proc.write("100/stat", stat_line(100, "second", 3, 0, 9000));
+    proc.write("100/stat", proc_stat_line(100, "second", 3, 0, 9000));
     s = source.sample();
     ASSERT_EQ(s.processes.size(), 1u);
     EXPECT_EQ(s.processes[0].key.start_ticks, 9000u);
@@ -61,7 +56,7 @@ TEST(ProcfsSource, ReusedPidIsANewProcessNotAContinuation) {
 TEST(ProcfsSource, IdleProcessesAreLeftOutAndKernelThreadsFlagged) {
     testing::TempDir proc;
     proc.write("2/stat", "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 7 1 0 0 20 0 1 0 2 0 0 0\n");
-    proc.write("300/stat", stat_line(300, "sleeper", 1, 1, 700));
+    proc.write("300/stat", proc_stat_line(300, "sleeper", 1, 1, 700));
     ProcfsSource source(proc.path().string());
     proc.write("2/stat", "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 9 1 0 0 20 0 1 0 2 0 0 0\n");
     const SourceSample s = source.sample();
@@ -74,12 +69,12 @@ TEST(ProcfsSource, IdleProcessesAreLeftOutAndKernelThreadsFlagged) {
 // a parent that does not wait, and then a parent and its child ending together.
 TEST(ProcfsSource, NodeBusyIsTheProcessesTimePlusWhatEndedProcessesRan) {
     testing::TempDir proc;
-    proc.write("1/stat", stat_line(1, "init", 100, 0, 1, 0));
-    proc.write("100/stat", stat_line(100, "shell", 10, 0, 50, 1));
-    proc.write("200/stat", stat_line(200, "worker", 50, 0, 60, 100));
-    proc.write("300/stat", stat_line(300, "daemon", 5, 0, 70, 1));
-    proc.write("301/stat", stat_line(301, "helper", 4, 0, 80, 300));
-    proc.write("400/stat", stat_line(400, "job", 15, 0, 90, 100));
+    proc.write("1/stat", proc_stat_line(1, "init", 100, 0, 1, 0));
+    proc.write("100/stat", proc_stat_line(100, "shell", 10, 0, 50, 1));
+    proc.write("200/stat", proc_stat_line(200, "worker", 50, 0, 60, 100));
+    proc.write("300/stat", proc_stat_line(300, "daemon", 5, 0, 70, 1));
+    proc.write("301/stat", proc_stat_line(301, "helper", 4, 0, 80, 300));
+    proc.write("400/stat", proc_stat_line(400, "job", 15, 0, 90, 100));
     const uint64_t tick = ns_per_tick();
     ProcfsSource source(proc.path().string());
 
@@ -87,8 +82,8 @@ TEST(ProcfsSource, NodeBusyIsTheProcessesTimePlusWhatEndedProcessesRan) {
     // parent does not wait (no cutime growth): its tail is lost, nobody else's.
     std::filesystem::remove_all(proc.path() / "200");
     std::filesystem::remove_all(proc.path() / "301");
-    proc.write("1/stat", stat_line(1, "init", 101, 0, 1, 0));
-    proc.write("100/stat", stat_line(100, "shell", 12, 0, 50, 1, 58 + 7));
+    proc.write("1/stat", proc_stat_line(1, "init", 101, 0, 1, 0));
+    proc.write("100/stat", proc_stat_line(100, "shell", 12, 0, 50, 1, 58 + 7));
     SourceSample s = source.sample();
     ASSERT_TRUE(s.node_cpu);
     EXPECT_EQ(published_ns(s), 3 * tick);
@@ -99,7 +94,7 @@ TEST(ProcfsSource, NodeBusyIsTheProcessesTimePlusWhatEndedProcessesRan) {
     // grows by the job's whole run (20) and the shell's (13 own + 65 children's).
     std::filesystem::remove_all(proc.path() / "100");
     std::filesystem::remove_all(proc.path() / "400");
-    proc.write("1/stat", stat_line(1, "init", 101, 0, 1, 0, 20 + 13 + 65));
+    proc.write("1/stat", proc_stat_line(1, "init", 101, 0, 1, 0, 20 + 13 + 65));
     s = source.sample();
     EXPECT_EQ(published_ns(s), 0u);
     EXPECT_EQ(s.node_cpu->busy_ns, (5 + 1) * tick) << "the job's 5 ticks and the shell's 1 since the last scan";
