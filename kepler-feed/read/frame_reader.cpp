@@ -96,8 +96,11 @@ void FrameReader::catch_up(uint64_t upto) {
     info.sz = sizeof info;
     if (keplershm_reader_info(reader_, &info) != KEPLERSHM_OK) return;
     const uint64_t held = info.slot_count > 1 ? info.slot_count - 1 : 1;
-    const uint64_t first = std::max<uint64_t>({upto > held ? upto - held + 1 : 1, info.header->first_sequence, 1});
-    for (uint64_t n = first; n < upto && !stopping_; ++n) {
+    forward_held(std::max<uint64_t>({upto > held ? upto - held + 1 : 1, info.header->first_sequence, 1}), upto);
+}
+
+void FrameReader::forward_held(uint64_t first, uint64_t end) {
+    for (uint64_t n = first; n < end && !stopping_; ++n) {
         keplershm_view view = empty_view();
         if (keplershm_reader_copy(reader_, n, &view) == KEPLERSHM_OK) sink_(snapshot_of(view));
     }
@@ -125,10 +128,7 @@ void FrameReader::read_one() {
     const uint64_t gap_from = prefill_upto_;
     prefill_upto_ = 0;
     if (gap_from != 0 && snapshot->sequence > gap_from && snapshot->generation == facts_of(view)->header.generation) {
-        for (uint64_t n = gap_from; n < snapshot->sequence; ++n) {
-            keplershm_view early = empty_view();
-            if (keplershm_reader_copy(reader_, n, &early) == KEPLERSHM_OK) sink_(snapshot_of(early));
-        }
+        forward_held(gap_from, snapshot->sequence);
     }
     sink_(std::move(snapshot));
 }

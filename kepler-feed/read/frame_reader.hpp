@@ -74,6 +74,8 @@ private:
     void run();
     bool attach();
     void catch_up(uint64_t upto);
+    /// Copies frames [first, end) the ring still holds to the sink, oldest first.
+    void forward_held(uint64_t first, uint64_t end);
     void read_one();
     SnapshotPtr snapshot_of(const keplershm_view& view);
     std::shared_ptr<const SegmentFacts> facts_of(const keplershm_view& view);
