@@ -10,7 +10,9 @@ packages=(
   libbpf-dev libelf-dev zlib1g-dev clang llvm bpftool
   # libraries named in DESIGN.md
   # xgboost (the CLI): its file is named by xgboost-config.cmake, which fails without it
-  libboost-dev prometheus-cpp-dev libxgboost-dev xgboost libfmt-dev
+  # prometheus-cpp: the transport benchmark's Prometheus peer and the tests' reading of /metrics;
+  # civetweb: kepler-estimate's /metrics server (the one prometheus-cpp embeds)
+  libboost-dev prometheus-cpp-dev libcivetweb-dev libxgboost-dev xgboost libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # JSON, CLI parsing, HTTP client (kubelet, model server), zip archives (Kepler's model DB)
   nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev libzip-dev

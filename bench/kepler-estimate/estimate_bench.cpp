@@ -173,7 +173,8 @@ void BM_ComputeFeatures(benchmark::State& state) {
 }
 BENCHMARK(BM_ComputeFeatures)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
 
-/// A scrape (collect + text) with `containers` containers; with process series when range(1) != 0.
+/// A scrape with `containers` containers, with process series when range(1) != 0: the snapshot and the
+/// exposition's blocks, what the server then writes to the connection as they are.
 void BM_Scrape(benchmark::State& state) {
     const auto containers = static_cast<uint32_t>(state.range(0));
     const bool processes = state.range(1) != 0;
@@ -184,13 +185,13 @@ void BM_Scrape(benchmark::State& state) {
     Estimator estimator(options);
     estimator.process(frame.view());
     PrometheusExport exporter(estimator, ExportOptions{.process_metrics = processes, .include_timing = true});
-    size_t series = 0;
-    for (const auto& f : exporter.Collect()) series += f.metric.size();
+    const size_t series = exporter.render().series();
     size_t bytes = 0;
     for (auto _ : state) {
-        const std::string text = to_text(exporter.Collect());
-        bytes = text.size();
-        benchmark::DoNotOptimize(text.data());
+        const Exposition exposition = exporter.render();
+        bytes = 0;
+        for (const std::string_view block : exposition.blocks()) bytes += block.size();
+        benchmark::DoNotOptimize(bytes);
     }
     state.counters["series"] = static_cast<double>(series);
     state.counters["bytes"] = static_cast<double>(bytes);
@@ -218,14 +219,13 @@ void BM_FrameDuringScrape(benchmark::State& state) {
     Estimator estimator(EstimatorOptions{});
     estimator.process(frame.view());
     PrometheusExport exporter(estimator, ExportOptions{.include_timing = true});
-    size_t series = 0;
-    for (const auto& f : exporter.Collect()) series += f.metric.size();
+    const size_t series = exporter.render().series();
     std::atomic<bool> stop{false};
     std::atomic<uint64_t> scrapes{0};
     std::thread scraper([&] {
         // SYNC POINT: partner stop.store() after the loop; relaxed: `stop` only ends this loop, join() orders the rest.
         while (scraping && !stop.load(std::memory_order_relaxed)) {
-            benchmark::DoNotOptimize(to_text(exporter.Collect()).size());
+            benchmark::DoNotOptimize(exporter.render().text().size());
             scrapes.fetch_add(1, std::memory_order_relaxed);
         }
     });

@@ -15,7 +15,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake pkg-config python3 \
       libboost-dev libfmt-dev libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev \
-      prometheus-cpp-dev libxgboost-dev xgboost libzip-dev \
+      libcivetweb-dev zlib1g-dev libxgboost-dev xgboost libzip-dev \
       libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
@@ -35,12 +35,12 @@ COPY prebuilt/ /out/
 FROM ${BINARIES} AS build
 
 FROM ${RUNTIME_BASE}
-# prometheus-cpp (core, pull): /metrics; libxgboost0: XGBoost models; libfmt9; libcurl4 + ca-certificates:
+# libcivetweb1 + zlib1g: /metrics (gzip); libxgboost0: XGBoost models; libfmt9; libcurl4 + ca-certificates:
 # the model server; libgrpc++1.51, libgrpc29, libprotobuf32, libabsl20220623: kepler-feed. libc6, libstdc++6
 # and libgcc-s1 are in every Debian image.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libxgboost0 libzip4 libfmt9 libcurl4 ca-certificates \
+      libcivetweb1 zlib1g libxgboost0 libzip4 libfmt9 libcurl4 ca-certificates \
       libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/bin/kepler-estimate /out/bin/kepler-feed /out/bin/keplershm-probe /usr/local/bin/

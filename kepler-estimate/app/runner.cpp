@@ -1,13 +1,13 @@
 #include "app/runner.hpp"
 
 #include <fmt/format.h>
-#include <prometheus/exposer.h>
 
 #include <chrono>
 #include <fstream>
 #include <memory>
 
 #include "export/csv_export.hpp"
+#include "export/metrics_server.hpp"
 #include "export/prometheus_export.hpp"
 #include "export/top_view.hpp"
 #include "model/model_watch.hpp"
@@ -20,13 +20,10 @@ using std::chrono::milliseconds;
 
 namespace {
 
-/// "ADDR:PORT" as bound: port 0 in --listen asks the kernel for a free one (tests use it: no race for a
-/// port that was free a moment before), and the log must say which it got.
-std::string bound_address(const std::string& listen, const prometheus::Exposer& exposer) {
-    const std::vector<int> ports = exposer.GetListeningPorts();
-    const size_t colon = listen.rfind(':');
-    if (ports.empty() || colon == std::string::npos) return listen;
-    return listen.substr(0, colon + 1) + std::to_string(ports.front());
+/// /metrics over `exporter`, or nothing for --listen none.
+std::unique_ptr<MetricsServer> serve_metrics(const std::string& listen, const PrometheusExport& exporter) {
+    if (listen == "none") return nullptr;
+    return std::make_unique<MetricsServer>(listen, [&exporter] { return exporter.render(); });
 }
 
 void log_lines(const std::vector<std::string>& lines) {
@@ -35,7 +32,7 @@ void log_lines(const std::vector<std::string>& lines) {
 
 void write_prometheus_text(const std::string& path, const Estimator& estimator, ExportOptions export_options) {
     export_options.include_timing = false;  // the file must be the same for the same input
-    const std::string text = to_text(PrometheusExport(estimator, export_options).Collect());
+    const std::string text = PrometheusExport(estimator, export_options).render().text();
     std::ofstream out(path, std::ios::trunc);
     out << text;
     if (!out) throw std::runtime_error(fmt::format("cannot write {}", path));
@@ -72,12 +69,8 @@ int run_replay(const Options& o, Estimator& estimator, const ExportOptions& expo
     FrameSource source = FrameSource::replay(o.replay);
     log_lines(estimator.refresh_models());
     std::unique_ptr<CsvExport> csv = o.csv.empty() ? nullptr : std::make_unique<CsvExport>(o.csv);
-    std::unique_ptr<prometheus::Exposer> exposer;
-    auto collectable = std::make_shared<PrometheusExport>(estimator, export_options);
-    if (o.listen_given && o.listen != "none") {
-        exposer = std::make_unique<prometheus::Exposer>(o.listen);
-        exposer->RegisterCollectable(collectable);
-    }
+    const PrometheusExport exporter(estimator, export_options);
+    const std::unique_ptr<MetricsServer> server = serve_metrics(o.listen_given ? o.listen : "none", exporter);
     const uint64_t total = source.recording_frames();
     const auto started = Clock::now();
     auto last_progress = started;
@@ -107,13 +100,11 @@ int run_replay(const Options& o, Estimator& estimator, const ExportOptions& expo
 
 int run_live(const Options& o, Estimator& estimator, const ExportOptions& export_options, const std::atomic<bool>& stop) {
     FrameSource source = FrameSource::live(o.shm_name);
-    auto collectable = std::make_shared<PrometheusExport>(estimator, export_options);
-    std::unique_ptr<prometheus::Exposer> exposer;
-    if (o.listen != "none") {
-        exposer = std::make_unique<prometheus::Exposer>(o.listen);
-        exposer->RegisterCollectable(collectable);
-        fmt::print(stderr, "kepler-estimate: serving /metrics on {}\n", bound_address(o.listen, *exposer));
-    }
+    // port 0 in --listen asks the kernel for a free one (tests use it: no race for a port that was free
+    // a moment before), and the log must say which it got.
+    const PrometheusExport exporter(estimator, export_options);
+    const std::unique_ptr<MetricsServer> server = serve_metrics(o.listen, exporter);
+    if (server) fmt::print(stderr, "kepler-estimate: serving /metrics on {}\n", server->bound_address());
     ModelWatcher::Options watch;
     watch.model_server = o.model_server;
     ModelWatcher watcher(estimator.models().watched_paths(), watch);

@@ -1,33 +1,10 @@
 #include "export/families.hpp"
 
+#include <algorithm>
+
 #include "export/build_info.hpp"  // generated
 
 namespace kepler_estimate::families {
-
-using prometheus::ClientMetric;
-using prometheus::MetricFamily;
-using prometheus::MetricType;
-
-void FamilyBuilder::add(const std::string& name, const std::string& help, MetricType type, Labels labels, double value) {
-    MetricFamily& f = families_[name];
-    if (f.name.empty()) {
-        f.name = name;
-        f.help = help;
-        f.type = type;
-    }
-    ClientMetric m;
-    m.label = std::move(labels);
-    if (type == MetricType::Counter) m.counter.value = value;
-    else m.gauge.value = value;
-    f.metric.push_back(std::move(m));
-}
-
-std::vector<MetricFamily> FamilyBuilder::take() {
-    std::vector<MetricFamily> out;
-    for (auto& [_, f] : families_) out.push_back(std::move(f));
-    families_.clear();
-    return out;
-}
 
 double interval_or_one(const Ledger& ledger) { return ledger.interval_s() > 0 ? ledger.interval_s() : 1.0; }
 
@@ -57,6 +34,17 @@ const BuildFacts& build_facts() {
     static const BuildFacts facts{KEPLER_ESTIMATE_VERSION, KEPLER_ESTIMATE_REVISION, KEPLER_ESTIMATE_BRANCH,
                                   KEPLER_ESTIMATE_OS, KEPLER_ESTIMATE_ARCH};
     return facts;
+}
+
+std::vector<std::pair<ProcessKey, const ProcessEntry*>> exported_processes(const Ledger& ledger) {
+    std::vector<std::pair<ProcessKey, const ProcessEntry*>> procs;
+    for (const auto& [key, p] : ledger.processes()) {
+        if (p.exported) procs.emplace_back(key, &p);
+    }
+    std::sort(procs.begin(), procs.end(), [](const auto& x, const auto& y) {
+        return std::tie(x.first.pid, x.first.start_time_ticks) < std::tie(y.first.pid, y.first.start_time_ticks);
+    });
+    return procs;
 }
 
 }  // namespace kepler_estimate::families

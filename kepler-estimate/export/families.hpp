@@ -1,31 +1,16 @@
-// Private to export/: the family builder and the helpers that the Kepler 0.7 and Kepler >= 0.10
-// name sets share. Each set is one function over a snapshot of the estimator (the caller's own copy:
-// no lock is held while the families are built).
+// Private to export/: the helpers that the Kepler 0.7 and Kepler >= 0.10 name sets share. Each set is
+// one function over a snapshot of the estimator (the caller's own copy: no lock is held while the
+// exposition is written).
 #pragma once
 
 #include <map>
 #include <string>
-#include <vector>
-
-#include <prometheus/metric_family.h>
 
 #include "app/estimator.hpp"
+#include "export/exposition.hpp"
 #include "export/prometheus_export.hpp"
 
 namespace kepler_estimate::families {
-
-using Labels = std::vector<prometheus::ClientMetric::Label>;
-
-/// Families by name, so that series of several zones/sockets land in one family. Not thread-safe.
-class FamilyBuilder {
-public:
-    void add(const std::string& name, const std::string& help, prometheus::MetricType type, Labels labels, double value);
-    void add_family(prometheus::MetricFamily family) { families_[family.name] = std::move(family); }
-    std::vector<prometheus::MetricFamily> take();
-
-private:
-    std::map<std::string, prometheus::MetricFamily> families_;  // sorted: identical input gives identical text
-};
 
 [[nodiscard]] inline double joules(uint64_t uj) { return static_cast<double>(uj) / 1e6; }
 /// Length of the latest interval; 1 s before the first frame so that watts are 0, not NaN.
@@ -50,7 +35,10 @@ struct BuildFacts {
 };
 [[nodiscard]] const BuildFacts& build_facts();
 
-void add_kepler07(FamilyBuilder& b, const EstimatorSnapshot& est, const ExportOptions& options);
-void add_kepler010(FamilyBuilder& b, const EstimatorSnapshot& est, const ExportOptions& options);
+/// Processes with series (not refused by the series cap), by (pid, start time): the order is stable.
+[[nodiscard]] std::vector<std::pair<ProcessKey, const ProcessEntry*>> exported_processes(const Ledger& ledger);
+
+void add_kepler07(Exposition& out, const EstimatorSnapshot& est, const ExportOptions& options);
+void add_kepler010(Exposition& out, const EstimatorSnapshot& est, const ExportOptions& options);
 
 }  // namespace kepler_estimate::families

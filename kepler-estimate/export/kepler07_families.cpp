@@ -13,17 +13,10 @@ namespace kepler_estimate::families {
 
 namespace {
 
-using prometheus::MetricType;
-
 constexpr std::array kNodeZones{ZoneKind::package, ZoneKind::core, ZoneKind::uncore, ZoneKind::dram,
                                 ZoneKind::platform, ZoneKind::other, ZoneKind::gpu};
 constexpr std::array kWorkloadZones{ZoneKind::package, ZoneKind::core, ZoneKind::uncore, ZoneKind::dram,
                                     ZoneKind::platform, ZoneKind::other, ZoneKind::gpu};
-
-Labels with(Labels labels, const char* name, std::string value) {
-    labels.push_back({name, std::move(value)});
-    return labels;
-}
 
 /// The power source of the primary model: the same for every zone of a frame.
 std::string node_source(const Ledger& ledger) {
@@ -31,47 +24,101 @@ std::string node_source(const Ledger& ledger) {
 }
 
 /// mode="idle" series of modelled power only when asked, as Kepler's EXPOSE_ESTIMATED_IDLE_POWER_METRICS.
-std::vector<const char*> modes(const Ledger& ledger, const ExportOptions& options) {
+std::vector<const char*> kepler07_modes(const Ledger& ledger, const ExportOptions& options) {
     if (options.estimated_idle || is_meter(node_source(ledger))) return {"dynamic", "idle"};
     return {"dynamic"};
 }
 
 uint64_t pick(const EnergyPair& e, const char* mode) { return mode[0] == 'd' ? e.dynamic_uj : e.idle_uj; }
 
+/// Kepler 0.7's usage counters: each is served only when some frame carried its metric.
+struct UsageCounter {
+    uint64_t metric_bit;
+    const char* suffix;
+    const char* help;
+    uint64_t UsageTotals::*field;
+    double scale;
+};
+constexpr std::array kUsageCounters{
+    UsageCounter{KEPLERSHM_METRIC_CPU_TIME, "bpf_cpu_time_ms_total", "On-CPU time, in milliseconds", &UsageTotals::cpu_time_ns, 1e-6},
+    UsageCounter{KEPLERSHM_METRIC_PAGE_CACHE, "bpf_page_cache_hit_total", "Page cache hits", &UsageTotals::page_cache_hits, 1},
+    UsageCounter{KEPLERSHM_METRIC_SOFTIRQ, "bpf_net_tx_irq_total", "NET_TX softirqs", &UsageTotals::net_tx_irq, 1},
+    UsageCounter{KEPLERSHM_METRIC_SOFTIRQ, "bpf_net_rx_irq_total", "NET_RX softirqs", &UsageTotals::net_rx_irq, 1},
+    UsageCounter{KEPLERSHM_METRIC_SOFTIRQ, "bpf_block_irq_total", "BLOCK softirqs", &UsageTotals::block_irq, 1},
+    UsageCounter{KEPLERSHM_METRIC_CYCLES, "cpu_cycles_total", "CPU cycles (hardware counter)", &UsageTotals::cycles, 1},
+    UsageCounter{KEPLERSHM_METRIC_INSTRUCTIONS, "cpu_instructions_total", "CPU instructions (hardware counter)",
+                 &UsageTotals::instructions, 1},
+    UsageCounter{KEPLERSHM_METRIC_CACHE_MISSES, "cache_miss_total", "Last-level cache misses (hardware counter)",
+                 &UsageTotals::cache_misses, 1},
+};
+
+/// The families of one workload level (container, pod, namespace, vm, process), resolved once per
+/// scrape: each series is then one append, with no name to format or look up.
+struct LevelFamilies {
+    Exposition::Family* joules = nullptr;
+    Exposition::Family* watts = nullptr;
+    std::array<Exposition::Family*, kWorkloadZones.size()> zone_joules{};
+    std::array<Exposition::Family*, kUsageCounters.size()> usage{};
+};
+
+LevelFamilies level_families(Exposition& out, std::string_view level) {
+    LevelFamilies f;
+    f.joules = &out.family(fmt::format("kepler_{}_joules_total", level),
+                           fmt::format("Energy of the {} over all its zones, in joules", level), MetricType::counter);
+    f.watts = &out.family(fmt::format("kepler_{}_watts", level),
+                          fmt::format("Power of the {} over the last interval, in watts", level), MetricType::gauge);
+    for (size_t i = 0; i < kWorkloadZones.size(); ++i) {
+        const std::string_view zone = zone_name(kWorkloadZones[i]);
+        f.zone_joules[i] = &out.family(fmt::format("kepler_{}_{}_joules_total", level, zone),
+                                       fmt::format("Energy of the {} in zone {}, in joules (0: zone not measured)", level, zone),
+                                       MetricType::counter);
+    }
+    for (size_t i = 0; i < kUsageCounters.size(); ++i) {
+        f.usage[i] = &out.family(fmt::format("kepler_{}_{}", level, kUsageCounters[i].suffix), kUsageCounters[i].help,
+                                 MetricType::counter);
+    }
+    return f;
+}
+
 /// kepler_<level>_joules_total, kepler_<level>_watts and kepler_<level>_<zone>_joules_total for
 /// every Kepler zone (zero where the node has no such zone).
-void add_workload(FamilyBuilder& b, const Ledger& ledger, const ExportOptions& options, const std::string& level,
-                  const Labels& labels, const EntityEnergy& energy) {
+void add_workload(Exposition& out, const LevelFamilies& f, const Ledger& ledger, const std::vector<const char*>& modes,
+                  const LabelSet& labels, const EntityEnergy& energy) {
     const ByKind total = by_kind(ledger, energy.total);
     const ByKind interval = by_kind(ledger, energy.interval);
     const double dt = interval_or_one(ledger);
-    for (const char* mode : modes(ledger, options)) {
-        const Labels l = with(labels, "mode", mode);
-        b.add(fmt::format("kepler_{}_joules_total", level), fmt::format("Energy of the {} over all its zones, in joules", level),
-              MetricType::Counter, l, joules(pick(total.total, mode)));
-        b.add(fmt::format("kepler_{}_watts", level), fmt::format("Power of the {} over the last interval, in watts", level),
-              MetricType::Gauge, l, joules(pick(interval.total, mode)) / dt);
-        for (const ZoneKind kind : kWorkloadZones) {
-            const auto it = total.zones.find(kind);
-            const uint64_t uj = it == total.zones.end() ? 0 : pick(it->second, mode);
-            b.add(fmt::format("kepler_{}_{}_joules_total", level, zone_name(kind)),
-                  fmt::format("Energy of the {} in zone {}, in joules (0: zone not measured)", level, zone_name(kind)),
-                  MetricType::Counter, l, joules(uj));
+    for (const char* mode : modes) {
+        const LabelSet l = labels.with("mode", mode);
+        out.add(*f.joules, l, joules(pick(total.total, mode)));
+        out.add(*f.watts, l, joules(pick(interval.total, mode)) / dt);
+        for (size_t i = 0; i < kWorkloadZones.size(); ++i) {
+            const auto it = total.zones.find(kWorkloadZones[i]);
+            out.add(*f.zone_joules[i], l, it == total.zones.end() ? 0.0 : joules(pick(it->second, mode)));
         }
     }
 }
 
-void add_node_zone(FamilyBuilder& b, ZoneKind kind, const Labels& labels, double total_j, double watts) {
-    b.add(fmt::format("kepler_node_{}_joules_total", zone_name(kind)),
-          fmt::format("Node energy in zone {} (primary model), in joules (0: zone not measured)", zone_name(kind)),
-          MetricType::Counter, labels, total_j);
-    b.add(fmt::format("kepler_node_{}_watts", zone_name(kind)),
-          fmt::format("Node power in zone {} over the last interval (primary model), in watts", zone_name(kind)),
-          MetricType::Gauge, labels, watts);
+/// Kepler 0.7's usage counters of one entity, each only when some frame carried the metric.
+void add_usage(Exposition& out, const LevelFamilies& f, const Ledger& ledger, const LabelSet& labels, const UsageTotals& u) {
+    const uint64_t mask = ledger.usage_mask();
+    const LabelSet l = labels.with("source", ledger.collector_source());
+    for (size_t i = 0; i < kUsageCounters.size(); ++i) {
+        const UsageCounter& c = kUsageCounters[i];
+        if (mask & c.metric_bit) out.add(*f.usage[i], l, static_cast<double>(u.*c.field) * c.scale);
+    }
+}
+
+void add_node_zone(Exposition& out, ZoneKind kind, const LabelSet& labels, double total_j, double watts) {
+    out.add(fmt::format("kepler_node_{}_joules_total", zone_name(kind)),
+            fmt::format("Node energy in zone {} (primary model), in joules (0: zone not measured)", zone_name(kind)),
+            MetricType::counter, labels, total_j);
+    out.add(fmt::format("kepler_node_{}_watts", zone_name(kind)),
+            fmt::format("Node power in zone {} over the last interval (primary model), in watts", zone_name(kind)),
+            MetricType::gauge, labels, watts);
 }
 
 /// Node zones per socket; zones the node lacks get zero series on the sockets it has.
-void add_node(FamilyBuilder& b, const EstimatorSnapshot& est, const ExportOptions& options) {
+void add_node(Exposition& out, const EstimatorSnapshot& est, const std::vector<const char*>& modes) {
     const Ledger& ledger = est.ledger;
     const EntityEnergy& node = ledger.node();
     const double dt = interval_or_one(ledger);
@@ -82,10 +129,10 @@ void add_node(FamilyBuilder& b, const EstimatorSnapshot& est, const ExportOption
         const ZoneKey& zone = ledger.zones()[z];
         present.insert(zone.kind);
         sockets.insert(socket_label(zone.socket));
-        const Labels labels = {{"package", socket_label(zone.socket)}, {"instance", instance},
-                               {"source", clean_label(ledger.node_sources()[z])}};
-        for (const char* mode : modes(ledger, options)) {
-            add_node_zone(b, zone.kind, with(labels, "mode", mode), joules(pick(node.total[z], mode)),
+        const LabelSet labels = {{"package", socket_label(zone.socket)}, {"instance", instance},
+                                 {"source", clean_label(ledger.node_sources()[z])}};
+        for (const char* mode : modes) {
+            add_node_zone(out, zone.kind, labels.with("mode", mode), joules(pick(node.total[z], mode)),
                           joules(pick(node.interval[z], mode)) / dt);
         }
     }
@@ -93,57 +140,32 @@ void add_node(FamilyBuilder& b, const EstimatorSnapshot& est, const ExportOption
     for (const ZoneKind kind : kNodeZones) {
         if (present.contains(kind)) continue;
         for (const std::string& socket : sockets) {
-            const Labels labels = {{"package", socket}, {"instance", instance}, {"source", node_source(ledger)}};
-            for (const char* mode : modes(ledger, options)) add_node_zone(b, kind, with(labels, "mode", mode), 0, 0);
+            const LabelSet labels = {{"package", socket}, {"instance", instance}, {"source", node_source(ledger)}};
+            for (const char* mode : modes) add_node_zone(out, kind, labels.with("mode", mode), 0, 0);
         }
     }
 }
 
-/// Kepler 0.7's usage counters of one entity, each only when some frame carried the metric.
-void add_usage(FamilyBuilder& b, const Ledger& ledger, const std::string& level, const Labels& labels, const UsageTotals& u) {
-    const uint64_t mask = ledger.usage_mask();
-    const Labels l = with(labels, "source", ledger.collector_source());
-    auto counter = [&](uint64_t bit, const char* name, const char* help, double value) {
-        if (mask & bit) b.add(fmt::format("kepler_{}_{}", level, name), help, MetricType::Counter, l, value);
-    };
-    counter(KEPLERSHM_METRIC_CPU_TIME, "bpf_cpu_time_ms_total", "On-CPU time, in milliseconds",
-            static_cast<double>(u.cpu_time_ns) / 1e6);
-    counter(KEPLERSHM_METRIC_PAGE_CACHE, "bpf_page_cache_hit_total", "Page cache hits", static_cast<double>(u.page_cache_hits));
-    counter(KEPLERSHM_METRIC_SOFTIRQ, "bpf_net_tx_irq_total", "NET_TX softirqs", static_cast<double>(u.net_tx_irq));
-    counter(KEPLERSHM_METRIC_SOFTIRQ, "bpf_net_rx_irq_total", "NET_RX softirqs", static_cast<double>(u.net_rx_irq));
-    counter(KEPLERSHM_METRIC_SOFTIRQ, "bpf_block_irq_total", "BLOCK softirqs", static_cast<double>(u.block_irq));
-    counter(KEPLERSHM_METRIC_CYCLES, "cpu_cycles_total", "CPU cycles (hardware counter)", static_cast<double>(u.cycles));
-    counter(KEPLERSHM_METRIC_INSTRUCTIONS, "cpu_instructions_total", "CPU instructions (hardware counter)",
-            static_cast<double>(u.instructions));
-    counter(KEPLERSHM_METRIC_CACHE_MISSES, "cache_miss_total", "Last-level cache misses (hardware counter)",
-            static_cast<double>(u.cache_misses));
-}
-
-Labels container_labels(const ContainerEntry& c) {
+LabelSet container_labels(const ContainerEntry& c) {
     return {{"container_id", clean_label(c.container_id)}, {"pod_name", clean_label(c.pod_name)},
             {"container_name", clean_label(c.container_name)}, {"container_namespace", clean_label(c.namespace_name)}};
 }
 
-void add_processes(FamilyBuilder& b, const Ledger& ledger, const ExportOptions& options) {
-    std::vector<std::pair<ProcessKey, const ProcessEntry*>> procs;
-    for (const auto& [key, p] : ledger.processes()) {
-        if (p.exported) procs.emplace_back(key, &p);
-    }
-    std::sort(procs.begin(), procs.end(), [](const auto& x, const auto& y) {
-        return std::tie(x.first.pid, x.first.start_time_ticks) < std::tie(y.first.pid, y.first.start_time_ticks);
-    });
-    for (const auto& [key, p] : procs) {
-        const Labels labels = {{"pid", std::to_string(key.pid)}, {"start_time", std::to_string(key.start_time_ticks)},
-                               {"container_id", clean_label(p->container_id)}, {"vm_id", clean_label(p->vm_id)},
-                               {"command", clean_label(p->command)}};
-        add_workload(b, ledger, options, "process", with(labels, "source", node_source(ledger)), p->energy);
-        add_usage(b, ledger, "process", labels, p->usage);
+void add_processes(Exposition& out, const Ledger& ledger, const std::vector<const char*>& modes) {
+    const LevelFamilies f = level_families(out, "process");
+    const std::string source = node_source(ledger);
+    for (const auto& [key, p] : exported_processes(ledger)) {
+        const LabelSet labels = {{"pid", std::to_string(key.pid)}, {"start_time", std::to_string(key.start_time_ticks)},
+                                 {"container_id", clean_label(p->container_id)}, {"vm_id", clean_label(p->vm_id)},
+                                 {"command", clean_label(p->command)}};
+        add_workload(out, f, ledger, modes, labels.with("source", source), p->energy);
+        add_usage(out, f, ledger, labels, p->usage);
     }
 }
 
 /// Kepler's node facts: its power sources by where they are read, and the CPU (Kepler names the
 /// microarchitecture; the collector gives the model string, which is what we report).
-void add_info(FamilyBuilder& b, const Ledger& ledger) {
+void add_info(Exposition& out, const Ledger& ledger) {
     std::string components = "estimator", platform = "none";
     for (size_t z = 0; z < ledger.zones().size(); ++z) {
         const std::string& s = ledger.node_sources()[z];
@@ -151,42 +173,49 @@ void add_info(FamilyBuilder& b, const Ledger& ledger) {
         if (ledger.zones()[z].kind == ZoneKind::platform) platform = s == "rapl" ? "rapl-sysfs" : s;
         else components = s == "rapl" ? "rapl-sysfs" : s;
     }
-    b.add("kepler_node_info", "Node facts: CPU and where component and platform power come from", MetricType::Gauge,
-          {{"cpu_architecture", clean_label(ledger.cpu_model())}, {"components_power_source", components},
-           {"platform_power_source", platform}, {"source", "os"}},
-          1);
+    out.add("kepler_node_info", "Node facts: CPU and where component and platform power come from", MetricType::gauge,
+            {{"cpu_architecture", clean_label(ledger.cpu_model())}, {"components_power_source", components},
+             {"platform_power_source", platform}, {"source", "os"}},
+            1);
 }
 
-void add_build_info(FamilyBuilder& b) {
+void add_build_info(Exposition& out) {
     const BuildFacts& f = build_facts();
-    b.add("kepler_exporter_build_info", "Build of this exporter (kepler-estimate); value 1", MetricType::Gauge,
-          {{"branch", f.branch}, {"revision", f.revision}, {"version", f.version}, {"os", f.os}, {"arch", f.arch}}, 1);
+    out.add("kepler_exporter_build_info", "Build of this exporter (kepler-estimate); value 1", MetricType::gauge,
+            {{"branch", f.branch}, {"revision", f.revision}, {"version", f.version}, {"os", f.os}, {"arch", f.arch}}, 1);
 }
 
 }  // namespace
 
-void add_kepler07(FamilyBuilder& b, const EstimatorSnapshot& est, const ExportOptions& options) {
+void add_kepler07(Exposition& out, const EstimatorSnapshot& est, const ExportOptions& options) {
     const Ledger& ledger = est.ledger;
-    add_node(b, est, options);
+    const std::vector<const char*> modes = kepler07_modes(ledger, options);
+    const std::string source = node_source(ledger);
+    add_node(out, est, modes);
+    const LevelFamilies containers = level_families(out, "container");
     for (const auto& [_, c] : ledger.containers()) {
-        add_workload(b, ledger, options, "container", with(container_labels(c), "source", node_source(ledger)), c.energy);
-        add_usage(b, ledger, "container", container_labels(c), c.usage);
+        const LabelSet labels = container_labels(c);
+        add_workload(out, containers, ledger, modes, labels.with("source", source), c.energy);
+        add_usage(out, containers, ledger, labels, c.usage);
     }
+    const LevelFamilies pods = level_families(out, "pod");
     for (const auto& [_, p] : ledger.pods()) {
-        add_workload(b, ledger, options, "pod",
+        add_workload(out, pods, ledger, modes,
                      {{"pod_name", clean_label(p.pod_name)}, {"container_namespace", clean_label(p.namespace_name)}}, p.energy);
     }
+    const LevelFamilies namespaces = level_families(out, "namespace");
     for (const auto& [name, n] : ledger.namespaces()) {
-        add_workload(b, ledger, options, "namespace", {{"container_namespace", clean_label(name)}}, n);
+        add_workload(out, namespaces, ledger, modes, {{"container_namespace", clean_label(name)}}, n);
     }
+    const LevelFamilies vms = level_families(out, "vm");
     for (const auto& [_, v] : ledger.vms()) {
-        const Labels labels = {{"vm_id", clean_label(v.vm_id)}, {"vm_name", clean_label(v.vm_name)}};
-        add_workload(b, ledger, options, "vm", labels, v.energy);
-        add_usage(b, ledger, "vm", labels, v.usage);
+        const LabelSet labels = {{"vm_id", clean_label(v.vm_id)}, {"vm_name", clean_label(v.vm_name)}};
+        add_workload(out, vms, ledger, modes, labels, v.energy);
+        add_usage(out, vms, ledger, labels, v.usage);
     }
-    if (options.process_metrics) add_processes(b, ledger, options);
-    if (ledger.frames() > 0) add_info(b, ledger);
-    add_build_info(b);
+    if (options.process_metrics) add_processes(out, ledger, modes);
+    if (ledger.frames() > 0) add_info(out, ledger);
+    add_build_info(out);
 }
 
 }  // namespace kepler_estimate::families

@@ -3,130 +3,116 @@
 #include "export/families.hpp"
 
 #include <fmt/format.h>
-#include <prometheus/text_serializer.h>
 
 #include <time.h>
 
 #include <algorithm>
-#include <map>
+#include <limits>
 
 namespace kepler_estimate {
 
-using prometheus::ClientMetric;
-using prometheus::MetricFamily;
-using prometheus::MetricType;
-
 namespace {
 
-using families::FamilyBuilder;
 using families::joules;
-using families::Labels;
 
 /// The estimates channel of an external model (PROTOCOL.md §8): how its answers fared.
-void add_external(FamilyBuilder& b, const std::string& model, const ExternalReport& x) {
+void add_external(Exposition& b, const std::string& model, const ExternalReport& x) {
     b.add("kepler_model_external_info", "External model behind an estimates segment: its own name and version",
-          MetricType::Gauge,
+          MetricType::gauge,
           {{"model", model}, {"segment", clean_label(x.segment)}, {"producer", clean_label(x.producer)},
            {"version", clean_label(x.version)}},
           1);
     const AnswerCounts& c = x.counts;
     const std::string help = "Answers of an external model matched to a frame: ready (there when the frame was estimated), "
                              "on_time (within one interval) or late";
-    b.add("kepler_model_answers_total", help, MetricType::Counter, {{"model", model}, {"timing", "ready"}},
+    b.add("kepler_model_answers_total", help, MetricType::counter, {{"model", model}, {"timing", "ready"}},
           static_cast<double>(c.used));
-    b.add("kepler_model_answers_total", help, MetricType::Counter, {{"model", model}, {"timing", "on_time"}},
+    b.add("kepler_model_answers_total", help, MetricType::counter, {{"model", model}, {"timing", "on_time"}},
           static_cast<double>(c.answers - c.used - c.late));
-    b.add("kepler_model_answers_total", help, MetricType::Counter, {{"model", model}, {"timing", "late"}},
+    b.add("kepler_model_answers_total", help, MetricType::counter, {{"model", model}, {"timing", "late"}},
           static_cast<double>(c.late));
     b.add("kepler_model_missing_answers_total", "Frames an external model did not answer while the estimator remembered them",
-          MetricType::Counter, {{"model", model}}, static_cast<double>(c.missing));
+          MetricType::counter, {{"model", model}}, static_cast<double>(c.missing));
     b.add("kepler_model_rejected_answers_total",
-          "Answers refused: invalid rows, wrong segment kind, unknown or forgotten frame, duplicates", MetricType::Counter,
+          "Answers refused: invalid rows, wrong segment kind, unknown or forgotten frame, duplicates", MetricType::counter,
           {{"model", model}}, static_cast<double>(c.rejected));
     b.add("kepler_model_dropped_answers_total",
-          "Estimates frames not read: the producer published faster than the estimator takes them", MetricType::Counter,
+          "Estimates frames not read: the producer published faster than the estimator takes them", MetricType::counter,
           {{"model", model}}, static_cast<double>(x.arrivals_dropped));
     if (x.last_lag_s) {
         b.add("kepler_model_answer_lag_seconds", "From reading a frame to the arrival of its latest matched answer",
-              MetricType::Gauge, {{"model", model}}, *x.last_lag_s);
+              MetricType::gauge, {{"model", model}}, *x.last_lag_s);
     }
 }
 
-void add_models(FamilyBuilder& b, const EstimatorSnapshot& est) {
+void add_models(Exposition& b, const EstimatorSnapshot& est) {
     for (const ModelReport& r : est.models) {
         const std::string model = clean_label(r.name);
         b.add("kepler_model_info", "Configured node models; selected=\"true\" is the one behind the kepler_node/container names",
-              MetricType::Gauge, {{"model", model}, {"kind", r.kind}, {"selected", r.selected ? "true" : "false"}, {"reason", clean_label(r.reason)}}, 1);
-        b.add("kepler_model_loads_total", "Model files loaded (first load and reloads)", MetricType::Counter, {{"model", model}},
+              MetricType::gauge, {{"model", model}, {"kind", r.kind}, {"selected", r.selected ? "true" : "false"}, {"reason", clean_label(r.reason)}}, 1);
+        b.add("kepler_model_loads_total", "Model files loaded (first load and reloads)", MetricType::counter, {{"model", model}},
               static_cast<double>(r.loads));
         b.add("kepler_model_load_errors_total", "Model files rejected as bad (the previous model keeps running)",
-              MetricType::Counter, {{"model", model}}, static_cast<double>(r.load_errors));
-        b.add("kepler_model_prediction_errors_total", "Predictions that failed", MetricType::Counter, {{"model", model}},
+              MetricType::counter, {{"model", model}}, static_cast<double>(r.load_errors));
+        b.add("kepler_model_prediction_errors_total", "Predictions that failed", MetricType::counter, {{"model", model}},
               static_cast<double>(r.estimate_errors));
         for (const auto& [kind, uj] : r.energy_uj) {
-            const Labels labels = {{"model", model}, {"zone", std::string(zone_name(kind))}};
-            b.add("kepler_model_node_joules_total", "Node energy according to each model, in joules", MetricType::Counter, labels,
+            const LabelSet labels = {{"model", model}, {"zone", zone_name(kind)}};
+            b.add("kepler_model_node_joules_total", "Node energy according to each model, in joules", MetricType::counter, labels,
                   joules(uj));
         }
         for (const auto& [kind, w] : r.watts) {
             b.add("kepler_model_node_watts", "Node power according to each model over the last interval, in watts",
-                  MetricType::Gauge, {{"model", model}, {"zone", std::string(zone_name(kind))}}, w);
+                  MetricType::gauge, {{"model", model}, {"zone", zone_name(kind)}}, w);
         }
         for (const auto& [kind, w] : r.abs_error_w) {
             b.add("kepler_model_absolute_error_watts", "Absolute error against the power meter over the last interval, in watts",
-                  MetricType::Gauge, {{"model", model}, {"zone", std::string(zone_name(kind))}}, w);
+                  MetricType::gauge, {{"model", model}, {"zone", zone_name(kind)}}, w);
         }
         for (const auto& [kind, w] : r.expected_error_w) {
             b.add("kepler_model_expected_error_watts",
                   "The model's mean absolute error on held-out time blocks of its training data (blocked cross-validation), in watts",
-                  MetricType::Gauge, {{"model", model}, {"zone", std::string(zone_name(kind))}}, w);
+                  MetricType::gauge, {{"model", model}, {"zone", zone_name(kind)}}, w);
         }
         for (const auto& [kind, m] : r.mape) {
             b.add("kepler_model_mape_ratio", "Rolling mean absolute percentage error against the meter, as a ratio",
-                  MetricType::Gauge, {{"model", model}, {"zone", std::string(zone_name(kind))}}, m);
+                  MetricType::gauge, {{"model", model}, {"zone", zone_name(kind)}}, m);
         }
         if (r.external) add_external(b, model, *r.external);
     }
 }
 
-void add_health(FamilyBuilder& b, const EstimatorSnapshot& est, bool timing) {
+void add_health(Exposition& b, const EstimatorSnapshot& est, bool timing) {
     const Health& h = est.health;
-    b.add("kepler_estimator_frames_read_total", "Frames the estimator read", MetricType::Counter, {}, static_cast<double>(h.frames_read));
+    b.add("kepler_estimator_frames_read_total", "Frames the estimator read", MetricType::counter, {}, static_cast<double>(h.frames_read));
     b.add("kepler_estimator_frames_missed_total", "Frames published by the collector that the estimator never read",
-          MetricType::Counter, {}, static_cast<double>(h.frames_missed));
-    b.add("kepler_estimator_frames_rejected_total", "Broken frames skipped", MetricType::Counter, {}, static_cast<double>(h.frames_rejected));
-    b.add("kepler_estimator_frames_unestimated_total", "Frames no model could estimate", MetricType::Counter, {},
+          MetricType::counter, {}, static_cast<double>(h.frames_missed));
+    b.add("kepler_estimator_frames_rejected_total", "Broken frames skipped", MetricType::counter, {}, static_cast<double>(h.frames_rejected));
+    b.add("kepler_estimator_frames_unestimated_total", "Frames no model could estimate", MetricType::counter, {},
           static_cast<double>(h.frames_unestimated));
     b.add("kepler_estimator_collector_generations_total",
           "New collector segment generations followed after the first (collector restarts and segment growth)",
-          MetricType::Counter, {}, static_cast<double>(h.generations_followed));
+          MetricType::counter, {}, static_cast<double>(h.generations_followed));
     b.add("kepler_estimator_uncovered_seconds_total",
-          "Time between frames that no interval covers (collector down): energy nobody measured", MetricType::Counter,
+          "Time between frames that no interval covers (collector down): energy nobody measured", MetricType::counter,
           {}, h.uncovered_seconds);
     uint64_t model_errors = 0;
     for (const ModelReport& r : est.models) model_errors += r.load_errors + r.estimate_errors;
-    b.add("kepler_estimator_model_errors_total", "Model load and prediction errors, all models", MetricType::Counter, {},
+    b.add("kepler_estimator_model_errors_total", "Model load and prediction errors, all models", MetricType::counter, {},
           static_cast<double>(model_errors));
     b.add("kepler_estimator_process_series_refused_total", "Processes left without series by the series cap",
-          MetricType::Counter, {}, static_cast<double>(est.ledger.process_series_refused()));
+          MetricType::counter, {}, static_cast<double>(est.ledger.process_series_refused()));
     if (!timing) return;
     // The monitoring stack's own energy is in its process series; this lets a user subtract its CPU.
     timespec self{};
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &self);
     b.add("kepler_estimator_self_cpu_seconds_total", "CPU time the estimator itself has used (all threads), in seconds",
-          MetricType::Counter, {}, static_cast<double>(self.tv_sec) + static_cast<double>(self.tv_nsec) / 1e9);
-    MetricFamily latency{"kepler_estimator_frame_latency_seconds", "Time to estimate one frame", MetricType::Histogram, {}};
-    ClientMetric m;
-    uint64_t cumulative = 0;
-    for (size_t i = 0; i < h.latency_buckets.size(); ++i) {
-        cumulative += h.latency_buckets[i];
-        const double bound = i < kLatencyBounds.size() ? kLatencyBounds[i] : std::numeric_limits<double>::infinity();
-        m.histogram.bucket.push_back({cumulative, bound});
-    }
-    m.histogram.sample_count = cumulative;
-    m.histogram.sample_sum = h.latency_sum_s;
-    latency.metric.push_back(std::move(m));
-    b.add_family(std::move(latency));
+          MetricType::counter, {}, static_cast<double>(self.tv_sec) + static_cast<double>(self.tv_nsec) / 1e9);
+    std::array<uint64_t, kLatencyBounds.size() + 1> cumulative{};
+    uint64_t count = 0;
+    for (size_t i = 0; i < h.latency_buckets.size(); ++i) cumulative[i] = count += h.latency_buckets[i];
+    b.add_histogram(b.family("kepler_estimator_frame_latency_seconds", "Time to estimate one frame", MetricType::histogram), {},
+                    kLatencyBounds, cumulative, h.latency_sum_s);
 }
 
 }  // namespace
@@ -147,24 +133,21 @@ std::optional<MetricNames> metric_names_from_string(std::string_view text) noexc
     return std::nullopt;
 }
 
-// Issue 18: a scrape never holds the estimator's lock while it builds families (~2 us a series, 20 ms for
-// 12k): it copies what they read under the lock (Estimator::snapshot: ~20 us, ~0.2 ms with 1,000 process
+// Issue 18: a scrape never holds the estimator's lock while it writes the exposition: it copies what they read under the lock (Estimator::snapshot: ~20 us, ~0.2 ms with 1,000 process
 // series), so a frame waits at most that long, and builds from its own copy, all of one frame. The copy is
 // made when a scrape asks, not published after every frame: scrapes are often 30 s apart, and most frames
 // would be copied for nobody. (Building on the pipeline thread between frames would make the scrape wait
 // for a thread that sleeps in FrameSource::next, and would need a handshake for no shorter frame wait.)
-std::vector<MetricFamily> PrometheusExport::Collect() const {
+Exposition PrometheusExport::render() const {
     const EstimatorSnapshot snapshot = estimator_.snapshot(options_.process_metrics);
     if (after_snapshot_) after_snapshot_();
-    FamilyBuilder b;
+    Exposition b;
     // The two sets share no family name, so `both` counts nothing twice within either set.
     if (options_.names != MetricNames::kepler010) families::add_kepler07(b, snapshot, options_);
     if (options_.names != MetricNames::kepler07) families::add_kepler010(b, snapshot, options_);
     add_models(b, snapshot);
     add_health(b, snapshot, options_.include_timing);
-    return b.take();
+    return b;
 }
-
-std::string to_text(const std::vector<MetricFamily>& families) { return prometheus::TextSerializer().Serialize(families); }
 
 }  // namespace kepler_estimate

@@ -1,6 +1,6 @@
 // Prometheus export: Kepler's metric names and labels (0.7, >= 0.10 or both) for the primary model,
-// kepler_model_* for every model (A/B), and the estimator's health. Values are read from a snapshot of
-// the Estimator taken at scrape time.
+// kepler_model_* for every model (A/B), and the estimator's health, as text exposition. Values are read
+// from a snapshot of the Estimator taken at scrape time.
 #pragma once
 
 #include <functional>
@@ -10,10 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include <prometheus/collectable.h>
-#include <prometheus/metric_family.h>
-
 #include "app/estimator.hpp"
+#include "export/exposition.hpp"
 
 namespace kepler_estimate {
 
@@ -31,14 +29,14 @@ struct ExportOptions {
     bool estimated_idle = true;
 };
 
-/// A prometheus-cpp Collectable over an Estimator. Thread-safe: Collect() holds the estimator's lock
-/// only while it copies what it reads (Estimator::snapshot), then builds the families from the copy.
-class PrometheusExport final : public prometheus::Collectable {
+/// What a scrape serves, over an Estimator. Thread-safe: render() holds the estimator's lock only while
+/// it copies what it reads (Estimator::snapshot), then writes the exposition from the copy.
+class PrometheusExport {
 public:
     PrometheusExport(const Estimator& estimator, ExportOptions options) : estimator_(estimator), options_(options) {}
-    std::vector<prometheus::MetricFamily> Collect() const override;
-    /// Tests: `hook` runs inside Collect() between the snapshot and the families (no lock held), so a
-    /// test can hold a scrape there. Set it before the first Collect().
+    [[nodiscard]] Exposition render() const;
+    /// Tests: `hook` runs inside render() between the snapshot and the exposition (no lock held), so a
+    /// test can hold a scrape there. Set it before the first render().
     void set_after_snapshot_hook(std::function<void()> hook) { after_snapshot_ = std::move(hook); }
 
 private:
@@ -47,8 +45,6 @@ private:
     std::function<void()> after_snapshot_;
 };
 
-/// Text exposition format of `families` (what /metrics serves).
-[[nodiscard]] std::string to_text(const std::vector<prometheus::MetricFamily>& families);
 /// Label values come from untrusted frames: bytes outside printable ASCII become '_'.
 [[nodiscard]] std::string clean_label(std::string_view text);
 

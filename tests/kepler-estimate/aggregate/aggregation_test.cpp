@@ -8,6 +8,7 @@
 #include "export/prometheus_export.hpp"
 #include "export/top_view.hpp"
 #include "read/frame_source.hpp"
+#include "support/metric_series.hpp"
 #include "support/test_frames.hpp"
 
 using namespace kepler_estimate;
@@ -100,7 +101,7 @@ TEST(Aggregation, ProcessesAreKeyedByPidAndStartTime) {
     ASSERT_TRUE(est.process(feed.frame(f)));
     EXPECT_EQ(est.ledger().processes().count(ProcessKey{1, 50}), 1u);
     EXPECT_EQ(est.ledger().processes().count(ProcessKey{1, 999}), 1u);
-    const auto text = to_text(PrometheusExport(est, ExportOptions{.process_metrics = true, .include_timing = false}).Collect());
+    const auto text = PrometheusExport(est, ExportOptions{.process_metrics = true, .include_timing = false}).render().text();
     EXPECT_NE(text.find("start_time=\"999\""), std::string::npos);
 }
 
@@ -222,13 +223,13 @@ TEST(Aggregation, ProcessSeriesAreCapped) {
     Estimator est(options);
     ASSERT_TRUE(est.process(feed.frame(cluster_frame(kSecond, 10'000'000))));
     EXPECT_EQ(est.ledger().process_series_refused(), 6u);
-    const auto families = PrometheusExport(est, ExportOptions{.process_metrics = true, .include_timing = false}).Collect();
+    const auto families = collect(PrometheusExport(est, ExportOptions{.process_metrics = true, .include_timing = false}));
     for (const auto& f : families) {
         if (f.name == "kepler_process_joules_total") {
             EXPECT_EQ(f.metric.size(), 3u * 2u);  // x mode
         }
     }
-    const auto without = to_text(PrometheusExport(est, ExportOptions{.process_metrics = false, .include_timing = false}).Collect());
+    const auto without = PrometheusExport(est, ExportOptions{.process_metrics = false, .include_timing = false}).render().text();
     EXPECT_EQ(without.find("kepler_process_"), std::string::npos);
 }
 

@@ -50,7 +50,7 @@ TestFrame frame(uint64_t start, bool with_web = true) {
 }
 
 Families collect(const Estimator& est, MetricNames names, bool processes = true) {
-    return PrometheusExport(est, ExportOptions{.process_metrics = processes, .include_timing = false, .names = names}).Collect();
+    return estimate_test::collect(PrometheusExport(est, ExportOptions{.process_metrics = processes, .include_timing = false, .names = names}));
 }
 
 }  // namespace
@@ -125,9 +125,9 @@ TEST(Kepler07Families, EstimatedIdleSeriesOnlyWhenAsked) {
     Estimator est(EstimatorOptions{});
     ASSERT_TRUE(est.process(feed.frame(simple_frame(kSecond, kSecond, {kSecond}))));
     ExportOptions options{.include_timing = false};
-    EXPECT_TRUE(series_value(PrometheusExport(est, options).Collect(), "kepler_node_package_joules_total", {{"mode", "idle"}}));
+    EXPECT_TRUE(series_value(collect(PrometheusExport(est, options)), "kepler_node_package_joules_total", {{"mode", "idle"}}));
     options.estimated_idle = false;
-    const Families hidden = PrometheusExport(est, options).Collect();
+    const Families hidden = collect(PrometheusExport(est, options));
     EXPECT_FALSE(series_value(hidden, "kepler_node_package_joules_total", {{"mode", "idle"}}));
     EXPECT_FALSE(series_value(hidden, "kepler_container_joules_total", {{"mode", "idle"}}));
     EXPECT_TRUE(series_value(hidden, "kepler_container_joules_total", {{"mode", "dynamic"}}));

@@ -72,7 +72,7 @@ TEST(ScrapeSnapshot, FrameIsProcessedWhileAScrapeBuildsItsFamilies) {
         frame_came = frame_done.get_future().wait_for(std::chrono::seconds(60)) == std::future_status::ready;
     });
     Families families;
-    std::thread scraper([&] { families = exporter.Collect(); });
+    std::thread scraper([&] { families = collect(exporter); });
     scrape_held.get_future().wait();
     const bool estimated = est.process(feed.frame(numbered_frame(2)));  // while the scrape is held
     frame_done.set_value();
@@ -83,7 +83,7 @@ TEST(ScrapeSnapshot, FrameIsProcessedWhileAScrapeBuildsItsFamilies) {
     EXPECT_EQ(series_value(families, "kepler_estimator_frames_read_total"), 2.0);
     expect_one_frame(families);
     exporter.set_after_snapshot_hook({});
-    EXPECT_EQ(series_value(exporter.Collect(), "kepler_estimator_frames_read_total"), 3.0);
+    EXPECT_EQ(series_value(collect(exporter), "kepler_estimator_frames_read_total"), 3.0);
 }
 
 TEST(ScrapeSnapshot, EveryScrapeIsOneWholeFrameWhileFramesRun) {
@@ -101,9 +101,9 @@ TEST(ScrapeSnapshot, EveryScrapeIsOneWholeFrameWhileFramesRun) {
         }
     });
     while (frames.load(std::memory_order_relaxed) < kAtLeast || scrapes.load(std::memory_order_relaxed) < kAtLeast) {
-        expect_one_frame(exporter.Collect());
+        expect_one_frame(collect(exporter));
         scrapes.fetch_add(1, std::memory_order_relaxed);
     }
     pipeline.join();
-    expect_one_frame(exporter.Collect());
+    expect_one_frame(collect(exporter));
 }

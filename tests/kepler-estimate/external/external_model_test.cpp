@@ -101,7 +101,7 @@ TEST(ExternalModel, APrimaryAnswerIsUsedWaitedForBrieflyAndComparedWithTheMeter)
     EXPECT_EQ(est.primary_model(), "measured");
     EXPECT_NE(report(est, "py").reason.find("producer is behind"), std::string::npos) << report(est, "py").reason;
 
-    const auto families = PrometheusExport(est, ExportOptions{}).Collect();
+    const auto families = collect(PrometheusExport(est, ExportOptions{}));
     EXPECT_EQ(series_value(families, "kepler_model_answers_total", {{"model", "py"}, {"timing", "ready"}}), 2.0);
     EXPECT_EQ(series_value(families, "kepler_model_external_info", {{"model", "py"}, {"producer", "notebook"}, {"version", "v1"}, {"segment", name}}), 1.0);
     EXPECT_EQ(series_value(families, "kepler_model_node_joules_total", {{"model", "py"}, {"zone", "package"}}), 46.0);

@@ -159,7 +159,7 @@ TEST(AbTest, KeplerNamesCarryOnlyThePrimaryAndEveryModelHasItsErrors) {
     ASSERT_TRUE(est.process(metered.frame(simple_frame(2 * kSecond, kSecond, {2 * kSecond}, {12'000'000}))));
     EXPECT_EQ(est.primary_model(), "small");
 
-    const auto families = PrometheusExport(est, ExportOptions{}).Collect();
+    const auto families = collect(PrometheusExport(est, ExportOptions{}));
     // Kepler names: the primary's energy only (4 + 6 J), labelled with it as source.
     const std::optional<double> dyn = series_value(families, "kepler_node_package_joules_total", {{"mode", "dynamic"}, {"source", "small"}});
     ASSERT_TRUE(dyn);

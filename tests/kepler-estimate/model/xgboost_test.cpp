@@ -210,7 +210,7 @@ TEST(XgboostModelFiles, TheModelsExpectedErrorIsExported) {
     est.refresh_models();
     Feed feed(nx12_like(kProcfsMetrics));
     ASSERT_TRUE(est.process(feed.frame(load_frame(3))));
-    const auto families = PrometheusExport(est, ExportOptions{}).Collect();
+    const auto families = collect(PrometheusExport(est, ExportOptions{}));
     EXPECT_EQ(series_value(families, "kepler_model_expected_error_watts", {{"model", "xgb"}, {"zone", "package"}}), 5.96);
     EXPECT_EQ(series_value(families, "kepler_model_expected_error_watts", {{"model", "xgb"}, {"zone", "dram"}}), 5.96);
     EXPECT_FALSE(series_value(families, "kepler_model_expected_error_watts", {{"model", "plain"}}))

@@ -1,0 +1,150 @@
+#include "export/exposition.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+namespace kepler_estimate {
+
+namespace {
+
+/// Label values escape backslash, double quote and newline; HELP text escapes backslash and newline.
+void append_escaped(std::string& out, std::string_view text, bool quote) {
+    for (const char c : text) {
+        if (c == '\\') out += "\\\\";
+        else if (c == '\n') out += "\\n";
+        else if (quote && c == '"') out += "\\\"";
+        else out += c;
+    }
+}
+
+std::string_view type_name(MetricType type) {
+    switch (type) {
+        case MetricType::counter: return "counter";
+        case MetricType::gauge: return "gauge";
+        case MetricType::histogram: return "histogram";
+    }
+    return "untyped";
+}
+
+}  // namespace
+
+void append_value(std::string& out, double value) {
+    if (std::isnan(value)) {
+        out += "NaN";
+    } else if (std::isinf(value)) {
+        out += value < 0 ? "-Inf" : "+Inf";
+    } else {
+        char buffer[32];  // the shortest round-trip form of a double needs at most 24 characters
+        const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+        out.append(buffer, result.ptr);
+    }
+}
+
+LabelSet::LabelSet(std::initializer_list<std::pair<std::string_view, std::string_view>> labels) {
+    for (const auto& [name, value] : labels) add(name, value);
+}
+
+LabelSet& LabelSet::add(std::string_view name, std::string_view value) {
+    if (!text_.empty()) text_ += ',';
+    text_ += name;
+    text_ += "=\"";
+    append_escaped(text_, value, true);
+    text_ += '"';
+    return *this;
+}
+
+LabelSet LabelSet::with(std::string_view name, std::string_view value) const {
+    LabelSet out = *this;
+    out.add(name, value);
+    return out;
+}
+
+Exposition::Family& Exposition::family(std::string_view name, std::string_view help, MetricType type) {
+    auto found = families_.find(name);
+    if (found != families_.end()) return found->second;
+    Family& f = families_.emplace(std::string(name), Family{}).first->second;
+    f.name_ = std::string(name);
+    f.type_ = type;
+    std::string& out = f.chunks_.emplace_back();
+    out.reserve(kFirstChunkBytes);
+    out += "# HELP ";
+    out += name;
+    out += ' ';
+    append_escaped(out, help, false);
+    out += "\n# TYPE ";
+    out += name;
+    out += ' ';
+    out += type_name(type);
+    out += '\n';
+    return f;
+}
+
+void Exposition::append_sample(Family& family, std::string_view suffix, std::string_view labels, double value) {
+    // Escapes are done (labels are rendered), so the line's length is known but for its value (<= 24).
+    const size_t line = family.name_.size() + suffix.size() + labels.size() + 32;
+    if (family.chunks_.back().capacity() - family.chunks_.back().size() < line) {
+        const size_t next = std::min(2 * family.chunks_.back().capacity(), kLargestChunkBytes);
+        family.chunks_.emplace_back().reserve(std::max(next, line));
+    }
+    std::string& out = family.chunks_.back();
+    out += family.name_;
+    out += suffix;
+    if (!labels.empty()) {
+        out += '{';
+        out += labels;
+        out += '}';
+    }
+    out += ' ';
+    append_value(out, value);
+    out += '\n';
+}
+
+void Exposition::add(Family& family, const LabelSet& labels, double value) {
+    append_sample(family, {}, labels.text(), value);
+    ++family.series_;
+    ++series_;
+}
+
+void Exposition::add(std::string_view name, std::string_view help, MetricType type, const LabelSet& labels, double value) {
+    add(family(name, help, type), labels, value);
+}
+
+void Exposition::add_histogram(Family& family, const LabelSet& labels, std::span<const double> bounds,
+                               std::span<const uint64_t> cumulative_counts, double sum) {
+    // One count per bound plus the +Inf bucket, which is also the sample count.
+    std::string le;
+    for (size_t i = 0; i < cumulative_counts.size(); ++i) {
+        le.clear();
+        if (i < bounds.size()) append_value(le, bounds[i]);
+        else le = "+Inf";
+        append_sample(family, "_bucket", labels.with("le", le).text(), static_cast<double>(cumulative_counts[i]));
+    }
+    append_sample(family, "_sum", labels.text(), sum);
+    append_sample(family, "_count", labels.text(),
+                  cumulative_counts.empty() ? 0.0 : static_cast<double>(cumulative_counts.back()));
+    ++family.series_;
+    ++series_;
+}
+
+std::vector<std::string_view> Exposition::blocks() const {
+    std::vector<std::string_view> out;
+    out.reserve(families_.size());
+    for (const auto& [_, f] : families_) {
+        if (f.series_ == 0) continue;
+        for (const std::string& chunk : f.chunks_) out.emplace_back(chunk);
+    }
+    return out;
+}
+
+std::string Exposition::text() const {
+    const std::vector<std::string_view> parts = blocks();
+    size_t size = 0;
+    for (const std::string_view part : parts) size += part.size();
+    std::string out;
+    out.reserve(size);
+    for (const std::string_view part : parts) out += part;
+    return out;
+}
+
+}  // namespace kepler_estimate

@@ -1,0 +1,129 @@
+#include "export/metrics_server.hpp"
+
+#include <CivetServer.h>
+#include <fmt/format.h>
+#include <zlib.h>
+
+#include <stdexcept>
+#include <vector>
+
+namespace kepler_estimate {
+
+namespace {
+
+constexpr const char* kContentType = "text/plain; version=0.0.4; charset=utf-8";
+
+std::string_view trim(std::string_view text) {
+    while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+    while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
+    return text;
+}
+
+/// The blocks as one gzip stream. Level 1: the exposition is repetitive text that shrinks ~10x even
+/// so, and a scrape every second must stay cheap (bench/kepler-estimate/README.md).
+std::string gzip(const std::vector<std::string_view>& blocks) {
+    z_stream z{};
+    if (deflateInit2(&z, Z_BEST_SPEED, Z_DEFLATED, 15 + 16 /* gzip wrapper */, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+        throw std::runtime_error("zlib: deflateInit2 failed");
+    }
+    size_t input = 0;
+    for (const std::string_view block : blocks) input += block.size();
+    std::string out(deflateBound(&z, input), '\0');
+    z.next_out = reinterpret_cast<Bytef*>(out.data());
+    z.avail_out = static_cast<uInt>(out.size());
+    int rc = Z_OK;
+    for (size_t i = 0; i <= blocks.size() && rc == Z_OK; ++i) {
+        const bool last = i == blocks.size();
+        z.next_in = last ? nullptr : reinterpret_cast<Bytef*>(const_cast<char*>(blocks[i].data()));
+        z.avail_in = last ? 0 : static_cast<uInt>(blocks[i].size());
+        rc = deflate(&z, last ? Z_FINISH : Z_NO_FLUSH);
+    }
+    out.resize(z.total_out);
+    deflateEnd(&z);
+    // deflateBound() leaves room for everything, so Z_FINISH completes in one call.
+    if (rc != Z_STREAM_END) throw std::runtime_error(fmt::format("zlib: deflate failed ({})", rc));
+    return out;
+}
+
+void send_headers(mg_connection* conn, size_t length, bool gzipped) {
+    const std::string content_length = std::to_string(length);
+    mg_response_header_start(conn, 200);
+    mg_response_header_add(conn, "Content-Type", kContentType, -1);
+    mg_response_header_add(conn, "Content-Length", content_length.c_str(), -1);
+    if (gzipped) mg_response_header_add(conn, "Content-Encoding", "gzip", -1);
+    mg_response_header_send(conn);
+}
+
+}  // namespace
+
+bool accepts_gzip(std::string_view accept_encoding) {
+    while (!accept_encoding.empty()) {
+        const size_t comma = accept_encoding.find(',');
+        std::string_view coding = accept_encoding.substr(0, comma);
+        accept_encoding.remove_prefix(comma == std::string_view::npos ? accept_encoding.size() : comma + 1);
+        const size_t semicolon = coding.find(';');
+        const std::string_view name = trim(coding.substr(0, semicolon));
+        if (name != "gzip") continue;
+        if (semicolon == std::string_view::npos) return true;
+        // "gzip;q=0" (any spelling of zero) refuses it.
+        const std::string_view parameter = trim(coding.substr(semicolon + 1));
+        if (!parameter.starts_with("q=")) return true;
+        return parameter.substr(2).find_first_not_of("0.") != std::string_view::npos;
+    }
+    return false;
+}
+
+class MetricsServer::Handler final : public CivetHandler {
+public:
+    explicit Handler(Render render) : render_(std::move(render)) {}
+
+    bool handleGet(CivetServer* /*server*/, mg_connection* conn) override {
+        try {
+            const Exposition exposition = render_();
+            const std::vector<std::string_view> blocks = exposition.blocks();
+            const char* accept = mg_get_header(conn, "Accept-Encoding");
+            if (accept != nullptr && accepts_gzip(accept)) {
+                const std::string body = gzip(blocks);
+                send_headers(conn, body.size(), true);
+                mg_write(conn, body.data(), body.size());
+                return true;
+            }
+            size_t length = 0;
+            for (const std::string_view block : blocks) length += block.size();
+            send_headers(conn, length, false);
+            for (const std::string_view block : blocks) mg_write(conn, block.data(), block.size());
+        } catch (const std::exception& e) {
+            mg_send_http_error(conn, 500, "%s", e.what());
+        }
+        return true;
+    }
+
+private:
+    Render render_;
+};
+
+MetricsServer::MetricsServer(const std::string& listen, Render render)
+    : listen_(listen), handler_(std::make_unique<Handler>(std::move(render))) {
+    // Two workers, as prometheus-cpp's Exposer had: a second scraper (an operator's curl beside
+    // Prometheus) is not queued behind the first.
+    const std::vector<std::string> options = {"listening_ports", listen, "num_threads", "2"};
+    try {
+        server_ = std::make_unique<CivetServer>(options);
+    } catch (const CivetException& e) {
+        throw std::runtime_error(fmt::format("cannot serve /metrics on {}: {}", listen, e.what()));
+    }
+    server_->addHandler("/metrics", handler_.get());
+}
+
+MetricsServer::~MetricsServer() {
+    if (server_) server_->close();  // joins the workers before the handler they call goes away
+}
+
+std::string MetricsServer::bound_address() const {
+    const std::vector<int> ports = server_->getListeningPorts();
+    const size_t colon = listen_.rfind(':');
+    if (ports.empty() || colon == std::string::npos) return listen_;
+    return listen_.substr(0, colon + 1) + std::to_string(ports.front());
+}
+
+}  // namespace kepler_estimate
