@@ -1,7 +1,7 @@
 // Whole-process overhead of kepler-estimate: a writer publishes frames of N processes (default 1000,
 // in 100 containers) at 1 Hz; the estimator binary reads them and serves /metrics (with
 // --process-metrics), scraped every SCRAPE seconds; after the run its CPU time and RSS are read from /proc.
-//   estimate_load [seconds=60] [processes=1000] [scrape=15]
+//   estimate_load [seconds=60] [processes=1000] [scrape=15] [gzip=0] [estimator binary]
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -52,6 +52,8 @@ int main(int argc, char** argv) {
     const int seconds = argc > 1 ? std::atoi(argv[1]) : 60;
     const uint32_t processes = argc > 2 ? static_cast<uint32_t>(std::atoi(argv[2])) : 1000;
     const int scrape_period = argc > 3 ? std::max(1, std::atoi(argv[3])) : 15;
+    const bool gzip = argc > 4 && std::atoi(argv[4]) != 0;       // scrape as Prometheus does: Accept-Encoding gzip
+    const char* binary = argc > 5 ? argv[5] : ESTIMATE_BINARY;  // another build's, to compare side by side
     const uint32_t containers = 100;
     const std::string name = fmt::format("kepest-load-{}", getpid());
     keplershm::WriterOptions o;
@@ -65,7 +67,7 @@ int main(int argc, char** argv) {
     const pid_t estimator = fork();
     if (estimator == 0) {
         const std::string listen = fmt::format("127.0.0.1:{}", port);
-        execl(ESTIMATE_BINARY, ESTIMATE_BINARY, "--shm-name", name.c_str(), "--listen", listen.c_str(), "--process-metrics",
+        execl(binary, binary, "--shm-name", name.c_str(), "--listen", listen.c_str(), "--process-metrics",
               static_cast<char*>(nullptr));
         _exit(127);
     }
@@ -95,13 +97,15 @@ int main(int argc, char** argv) {
             d.add_process(p);
         }
         writer.commit(d);
-        if (s % scrape_period == scrape_period - 1) std::system(fmt::format("curl -s -o /dev/null http://127.0.0.1:{}/metrics", port).c_str());
+        if (s % scrape_period == scrape_period - 1) {
+            std::system(fmt::format("curl -s {}-o /dev/null http://127.0.0.1:{}/metrics", gzip ? "--compressed " : "", port).c_str());
+        }
     }
     const double cpu = cpu_seconds(estimator);
     const long rss = rss_kib(estimator);
     kill(estimator, SIGTERM);
     waitpid(estimator, nullptr, 0);
-    fmt::print("{} processes at 1 Hz, a scrape every {} s, for {} s: estimator CPU {:.2f} s = {:.2f}% of a core, RSS {:.1f} MiB\n",
-               processes, scrape_period, seconds, cpu, 100.0 * cpu / seconds, static_cast<double>(rss) / 1024);
+    fmt::print("{} processes at 1 Hz, a scrape every {} s{}, for {} s: estimator CPU {:.2f} s = {:.2f}% of a core, RSS {:.1f} MiB\n",
+               processes, scrape_period, gzip ? " (gzip)" : "", seconds, cpu, 100.0 * cpu / seconds, static_cast<double>(rss) / 1024);
     return 0;
 }

@@ -21,9 +21,9 @@ int main(int argc, char** argv) {
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
     curl_global_init(CURL_GLOBAL_DEFAULT);  // before any thread: not thread-safe
-    // One malloc arena for all threads: each exposer worker otherwise keeps an arena the size of the last
-    // /metrics response (4 MB of text and its families at 1,000 processes), 56 MiB RSS with 1 s scrapes
-    // against 35 MiB with one arena, at the same CPU (bench/kepler-estimate/README.md).
+    // One malloc arena for all threads: each /metrics worker otherwise keeps an arena the size of the last
+    // response (4 MB of text at 1,000 processes): with prometheus-cpp's families that was 56 MiB RSS with
+    // 1 s scrapes against 35 MiB with one arena, at the same CPU (bench/kepler-estimate/README.md).
     mallopt(M_ARENA_MAX, 1);
     int rc = 1;
     try {
