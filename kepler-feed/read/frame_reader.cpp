@@ -115,6 +115,7 @@ void FrameReader::read_one() {
         std::lock_guard lock(mutex_);
         status_.latest_sequence = info.latest_sequence;
         status_.writer_state = info.state;
+        status_.writer_stale = info.writer_stale != 0;
     }
     if (rc == KEPLERSHM_E_TIMEOUT || rc == KEPLERSHM_E_WRITER_GONE) return;  // the library looks for a successor
     if (rc == KEPLERSHM_E_CORRUPT) {
@@ -162,6 +163,7 @@ SnapshotPtr FrameReader::snapshot_of(const keplershm_view& view) {
     snapshot->sequence = view.sequence;
     snapshot->generation = view.generation;
     snapshot->missed = view.missed;
+    snapshot->read_at = std::chrono::steady_clock::now();
     std::memcpy(&snapshot->header, view.frame, sizeof snapshot->header);
     snapshot->segment = facts_of(view);
     for (const uint32_t id : kKnownSections) {
