@@ -150,7 +150,7 @@ std::shared_ptr<const SegmentFacts> FrameReader::facts_of(const keplershm_view& 
     std::lock_guard lock(mutex_);
     if (status_.segment) {
         ++status_.generations_followed;
-        fmt::print(stderr, "kepler-feed: segment '{}' has a new generation {:#x} (collector restarted or grew); "
+        fmt::print(stderr, "kepler-feed: segment '{}' has a new generation {:#x} (its writer restarted or grew); "
                            "following it\n", name_, view.generation);
     }
     status_.segment = facts;

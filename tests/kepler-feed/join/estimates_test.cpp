@@ -112,6 +112,26 @@ TEST_F(Estimates, WithoutSectionEstimatesNoneAreSent) {
     }
 }
 
+TEST_F(Estimates, FieldsAndWorkloadFiltersApplyToTheAnswersRows) {
+    ASSERT_NO_FATAL_FAILURE(start({prefix_ + "-curve"}));
+    v1::SubscribeRequest request = request_for({"workloads:pod_namespace", "estimates:zone_index,workload_index,power_watts"});
+    request.mutable_filter()->add_namespaces("no-such-namespace");
+    Stream stream = subscribe(*stub_, request);
+    v1::Frame frame;
+    for (int n = 0; n < 60; ++n) {
+        ASSERT_NO_FATAL_FAILURE(read_in_time(stream, frame));
+        if (!frame.estimates(0).missing()) break;
+    }
+    const v1::ModelEstimates& e = frame.estimates(0);
+    ASSERT_FALSE(e.missing()) << logs();
+    ASSERT_EQ(e.rows().columns_size(), 3);
+    EXPECT_EQ(e.rows().columns(0).name(), "zone_index");
+    EXPECT_EQ(e.rows().columns(2).name(), "power_watts");
+    EXPECT_EQ(find_section(frame, "workloads")->rows(), 0u);
+    EXPECT_EQ(e.rows().rows(), static_cast<uint32_t>(e.zones_size())) << "the rows of workloads left out are left out";
+    for (const uint32_t w : e.rows().columns(1).u32()) EXPECT_EQ(w, 0xffffffffu);
+}
+
 TEST_F(Estimates, AnAbsentProducerNeverHoldsFramesAndTheySayMissing) {
     ASSERT_NO_FATAL_FAILURE(start({prefix_ + "-curve"}, /*estimator=*/false));
     Stream stream = subscribe(*stub_, request_for({"zones", "estimates"}));
