@@ -120,6 +120,36 @@ TEST(EstimatesPublisher, EveryModelsAnswerIsReadBackAsTheEstimatorComputedIt) {
     }
 }
 
+// A model whose zones or version change gets a new generation of its segment; a reader follows it.
+TEST(EstimatesPublisher, NewZonesOrVersionMakeANewGenerationThatReadersFollow) {
+    Feed feed(node_options(4, kProcfsMetrics));
+    const std::string prefix = unique_segment_name("pub-gen");
+    EstimatesPublisher publisher(prefix);
+    const Attribution none;
+    const ZoneEnergy package{ZoneKey{ZoneKind::package, 0}, 10'000'000, 0}, dram{ZoneKey{ZoneKind::dram, 0}, 2'000'000, 0};
+    const std::vector<std::vector<ModelAnswer>> answers = {
+        {ModelAnswer{"m", "v1", NodeEnergy{{package}, "m"}}},
+        {ModelAnswer{"m", "v1", NodeEnergy{{package, dram}, "m"}}},
+        {ModelAnswer{"m", "v2", NodeEnergy{{package, dram}, "m"}}},
+    };
+    std::optional<keplershm::Reader> reader;
+    std::vector<uint64_t> generations;
+    for (size_t i = 0; i < answers.size(); ++i) {
+        const keplershm::FrameView& frame = feed.frame(simple_frame(1'000'000'000 * (i + 1), 1'000'000'000, {100'000'000}));
+        publisher.publish(frame, answers[i], "", none);
+        if (!reader) reader.emplace(keplershm::Reader::open(estimates_segment_name(prefix, "m")));
+        keplershm::FrameView got;
+        ASSERT_EQ(reader->next(milliseconds(5000), got), keplershm::Status::ok) << "answer " << i;
+        EXPECT_EQ(got.header().producer_sequence, frame.sequence());
+        EXPECT_EQ(got.segment().zone_count, answers[i][0].energy.zones.size());
+        EXPECT_EQ(keplershm::get_text(got.segment().cpu_model), answers[i][0].version);
+        EXPECT_EQ(got.estimates().size(), answers[i][0].energy.zones.size());
+        generations.push_back(got.generation());
+    }
+    EXPECT_NE(generations[0], generations[1]);
+    EXPECT_NE(generations[1], generations[2]);
+}
+
 #ifdef COLLECT_BINARY
 namespace {
 
