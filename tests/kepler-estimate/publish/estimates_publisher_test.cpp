@@ -252,6 +252,10 @@ TEST(EstimatesPublisher, LiveAnswersEqualTheEstimatorsExportsAndAnotherEstimator
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (a.wait(milliseconds(50)) == -1 && std::chrono::steady_clock::now() < deadline) read_all();
     read_all();  // the last answers: A retired its segments at exit, the readers still map them
+    for (auto& [model, reader] : readers) {
+        ASSERT_TRUE(reader) << model;
+        EXPECT_EQ(reader->info().state, static_cast<uint32_t>(KEPLERSHM_STATE_RETIRED)) << model << ": a clean stop retires";
+    }
     ASSERT_EQ(b.wait(milliseconds(30000)), 0) << read_file((dir.path() / "b.log").string());
     ASSERT_GE(answers["curve"].size(), 5u) << read_file((dir.path() / "a.log").string());
     EXPECT_EQ(keplershm::get_text(curve_header.node_name), "curve");
