@@ -15,6 +15,7 @@
 #include "attribute/attribution.hpp"
 #include "export/prometheus_export.hpp"
 #include "model/xgboost_model.hpp"
+#include "publish/estimates_publisher.hpp"
 
 using namespace kepler_estimate;
 namespace fs = std::filesystem;
@@ -131,6 +132,23 @@ void BM_EstimateFrame(benchmark::State& state) {
     state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * processes);
 }
 BENCHMARK(BM_EstimateFrame)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
+
+/// --publish-estimates, per frame: every model's answer into its segment (measured, the primary, with
+/// 500 workloads x 2 zones = 1,002 rows; curve with 1 row). Segments exist after the first frame.
+void BM_PublishEstimates(benchmark::State& state) {
+    const auto processes = static_cast<uint32_t>(state.range(0));
+    SyntheticFrame frame(processes, 500, true);
+    Estimator estimator(EstimatorOptions{});
+    frame.write(processes, 500, 2);
+    if (!estimator.process(frame.view())) throw std::runtime_error("frame not estimated");
+    EstimatesPublisher publisher(fmt::format("kepest-bench-pub-{}", getpid()));
+    for (auto _ : state) {
+        benchmark::DoNotOptimize(
+            publisher.publish(frame.view(), estimator.last_answers(), estimator.primary_model(), estimator.last_attribution()));
+    }
+    state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * processes);
+}
+BENCHMARK(BM_PublishEstimates)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
 
 void BM_CurveModel(benchmark::State& state) {
     SyntheticFrame frame(100, 10, false);

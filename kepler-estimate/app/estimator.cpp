@@ -59,6 +59,7 @@ bool Estimator::process(const keplershm::FrameView& frame) {
     // SYNC POINT: partner snapshot(): a scrape's copy holds this frame whole or not at all.
     std::lock_guard lock(mutex_);
     ++health_.frames_read;
+    answers_.clear();
     note_continuity(frame);
     if (frame.segment().segment_kind != KEPLERSHM_SEGMENT_FRAMES) {
         ++health_.frames_rejected;
@@ -78,6 +79,7 @@ bool Estimator::process(const keplershm::FrameView& frame) {
     node_name_ = std::string(keplershm::get_text(frame.segment().node_name));
     const FrameInput input{frame, features, node};
     ModelSetResult estimate = models_.estimate(input);
+    answers_ = std::move(estimate.answers);
     last_sequence_ = frame.sequence();
     last_start_ns_ = frame.interval_start_ns();
     last_end_ns_ = frame.interval_end_ns();

@@ -78,6 +78,8 @@ public:
     [[nodiscard]] const ModelSet& models() const noexcept { return models_; }
     [[nodiscard]] const Health& health() const noexcept { return health_; }
     [[nodiscard]] const Attribution& last_attribution() const noexcept { return attribution_; }
+    /// Every model's answer for the last frame process() was given (empty when it was rejected).
+    [[nodiscard]] const std::vector<ModelAnswer>& last_answers() const noexcept { return answers_; }
     [[nodiscard]] const std::string& node_name() const noexcept { return node_name_; }
     [[nodiscard]] const std::string& primary_model() const noexcept { return primary_name_; }
     [[nodiscard]] IdlePolicy idle_policy() const noexcept { return options_.idle_policy; }
@@ -97,6 +99,7 @@ private:
     ModelSet models_;
     Ledger ledger_;
     Attribution attribution_;
+    std::vector<ModelAnswer> answers_;
     Health health_;
     std::string node_name_;
     std::string primary_name_;

@@ -47,6 +47,9 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
                    "other models never wait on an external one)")
         ->check(CLI::Range(0, 1000))
         ->capture_default_str();
+    app.add_option("--publish-estimates", o.publish_estimates,
+                   "publish every model's answer to each frame in an estimates segment PREFIX-<model> (PROTOCOL.md section 8; "
+                   "kepler-feed --estimates serves them beside the frames)");
     app.add_option("--xgboost-threads", o.xgboost_threads, "XGBoost nthread")->check(CLI::Range(1, 64))->capture_default_str();
     app.add_option("--duration", o.duration_s, "live: stop after this many seconds (0: until SIGTERM)")->check(CLI::NonNegativeNumber);
     app.add_flag("--quiet", o.quiet, "replay: no progress on stderr");

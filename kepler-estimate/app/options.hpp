@@ -30,6 +30,7 @@ struct Options {
     std::string model_server;
     int xgboost_threads = 1;
     int external_wait_ms = 100;      // longest wait for an external --primary model's answer
+    std::string publish_estimates;   // PREFIX: every model's answers in segments PREFIX-<model>
     double duration_s = 0;           // live: stop after this long (0: until SIGINT/SIGTERM)
     bool quiet = false;              // replay: no progress on stderr
 };

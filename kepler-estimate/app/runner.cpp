@@ -11,6 +11,7 @@
 #include "export/prometheus_export.hpp"
 #include "export/top_view.hpp"
 #include "model/model_watch.hpp"
+#include "publish/estimates_publisher.hpp"
 #include "read/frame_source.hpp"
 
 namespace kepler_estimate {
@@ -38,11 +39,22 @@ void write_prometheus_text(const std::string& path, const Estimator& estimator, 
     if (!out) throw std::runtime_error(fmt::format("cannot write {}", path));
 }
 
+/// The per-frame outputs besides the exporters' snapshot. Null members are off.
+struct FrameOutputs {
+    CsvExport* csv = nullptr;
+    EstimatesPublisher* publisher = nullptr;
+    bool top = false;
+};
+
 /// One frame through the pipeline and to the per-frame outputs. Not thread-safe (pipeline thread).
-void handle_frame(Estimator& estimator, const keplershm::FrameView& frame, CsvExport* csv, bool top) {
+void handle_frame(Estimator& estimator, const keplershm::FrameView& frame, const FrameOutputs& out) {
     if (frame.missed() > 0) estimator.count_missed(frame.missed());
     const bool estimated = estimator.process(frame);
     log_lines(estimator.take_model_messages());
+    // Every model that answered is published, even when none could be primary (then there is no answer).
+    if (out.publisher != nullptr) {
+        log_lines(out.publisher->publish(frame, estimator.last_answers(), estimator.primary_model(), estimator.last_attribution()));
+    }
     if (!estimated) {
         // The same failure every interval (e.g. frames without CPU metrics) is logged once, not at 1 Hz;
         // the health counters keep counting.
@@ -54,8 +66,8 @@ void handle_frame(Estimator& estimator, const keplershm::FrameView& frame, CsvEx
         return;
     }
     // No lock: this thread is the estimator's only writer, and scrapes read their own snapshot() copies.
-    if (csv != nullptr) csv->write_interval(estimator);
-    if (top) print_top(estimator, stdout);
+    if (out.csv != nullptr) out.csv->write_interval(estimator);
+    if (out.top) print_top(estimator, stdout);
 }
 
 /// Frames the reader refused since the last call, into the estimator's health counters.
@@ -65,7 +77,13 @@ void count_new_rejections(const FrameSource& source, Estimator& estimator, uint6
     counted = source.errors();
 }
 
+/// --publish-estimates: null when off. Throws std::invalid_argument for a bad prefix.
+std::unique_ptr<EstimatesPublisher> make_publisher(const Options& o) {
+    return o.publish_estimates.empty() ? nullptr : std::make_unique<EstimatesPublisher>(o.publish_estimates);
+}
+
 int run_replay(const Options& o, Estimator& estimator, const ExportOptions& export_options) {
+    std::unique_ptr<EstimatesPublisher> publisher = make_publisher(o);
     FrameSource source = FrameSource::replay(o.replay);
     log_lines(estimator.refresh_models());
     std::unique_ptr<CsvExport> csv = o.csv.empty() ? nullptr : std::make_unique<CsvExport>(o.csv);
@@ -79,7 +97,7 @@ int run_replay(const Options& o, Estimator& estimator, const ExportOptions& expo
     uint64_t rejected = 0;
     while (source.next(frame, milliseconds(0)) == FrameSource::Result::frame) {
         count_new_rejections(source, estimator, rejected);
-        handle_frame(estimator, frame, csv.get(), o.top);
+        handle_frame(estimator, frame, {csv.get(), publisher.get(), o.top});
         ++done;
         if (!o.quiet && Clock::now() - last_progress > std::chrono::seconds(1)) {
             last_progress = Clock::now();
@@ -99,6 +117,7 @@ int run_replay(const Options& o, Estimator& estimator, const ExportOptions& expo
 }
 
 int run_live(const Options& o, Estimator& estimator, const ExportOptions& export_options, const std::atomic<bool>& stop) {
+    std::unique_ptr<EstimatesPublisher> publisher = make_publisher(o);
     FrameSource source = FrameSource::live(o.shm_name);
     // port 0 in --listen asks the kernel for a free one (tests use it: no race for a port that was free
     // a moment before), and the log must say which it got.
@@ -117,8 +136,12 @@ int run_live(const Options& o, Estimator& estimator, const ExportOptions& export
         if (watcher.take_changes()) log_lines(estimator.refresh_models());
         const FrameSource::Result result = source.next(frame, milliseconds(250));
         count_new_rejections(source, estimator, rejected);
-        if (result != FrameSource::Result::frame) continue;
-        handle_frame(estimator, frame, csv.get(), o.top);
+        if (result != FrameSource::Result::frame) {
+            // Readers of the estimates segments judge them alive by their heartbeat (PROTOCOL.md §1.3).
+            if (publisher) log_lines(publisher->heartbeat());
+            continue;
+        }
+        handle_frame(estimator, frame, {csv.get(), publisher.get(), o.top});
         if (csv) csv->flush();
     }
     if (!o.prom_out.empty()) write_prometheus_text(o.prom_out, estimator, export_options);

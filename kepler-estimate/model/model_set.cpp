@@ -306,6 +306,13 @@ ModelSetResult ModelSet::estimate(const FrameInput& in) {
     }
 
     ModelSetResult result;
+    for (size_t i = 0; i < entries_.size(); ++i) {
+        if (!answers[i]) continue;
+        const ModelSpec& spec = entries_[i]->spec;
+        std::string version(to_string(spec.kind));
+        if (!spec.path.empty()) version += " " + spec.path.filename().string();
+        result.answers.push_back(ModelAnswer{spec.name, std::move(version), *answers[i]});
+    }
     if (chosen) {
         result.primary = std::move(answers[*chosen]);
         result.primary_name = entries_[*chosen]->spec.name;

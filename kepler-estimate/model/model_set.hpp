@@ -34,10 +34,19 @@ struct ModelReport {
     std::optional<ExternalReport> external;      // external models: the estimates channel's counters
 };
 
+/// One model's node energy for one frame, with what names it to consumers of the estimates it
+/// publishes (PROTOCOL.md §8). Plain value.
+struct ModelAnswer {
+    std::string name;     // --model NAME
+    std::string version;  // the kind, and the model file where there is one
+    NodeEnergy energy;
+};
+
 /// The answer of every model for one frame and which one is primary. Plain value.
 struct ModelSetResult {
     std::optional<NodeEnergy> primary;
     std::string primary_name;
+    std::vector<ModelAnswer> answers;  // every model that answered, in configuration order (primary included)
 };
 
 struct ModelSetOptions {

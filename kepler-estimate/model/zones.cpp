@@ -26,6 +26,19 @@ std::optional<ZoneKind> zone_kind_from_protocol(uint32_t kind) noexcept {
     }
 }
 
+uint32_t zone_kind_to_protocol(ZoneKind kind) noexcept {
+    switch (kind) {
+        case ZoneKind::package: return KEPLERSHM_ZONE_PACKAGE;
+        case ZoneKind::core: return KEPLERSHM_ZONE_CORE;
+        case ZoneKind::uncore: return KEPLERSHM_ZONE_UNCORE;
+        case ZoneKind::dram: return KEPLERSHM_ZONE_DRAM;
+        case ZoneKind::platform: return KEPLERSHM_ZONE_PLATFORM;
+        case ZoneKind::gpu: return KEPLERSHM_ZONE_GPU;
+        case ZoneKind::other: return KEPLERSHM_ZONE_OTHER;
+    }
+    return KEPLERSHM_ZONE_OTHER;
+}
+
 std::optional<ZoneKind> zone_kind_from_name(std::string_view name) noexcept {
     if (name == "psys") return ZoneKind::platform;
     for (size_t i = 0; i < kNames.size(); ++i) {

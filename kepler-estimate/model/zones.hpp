@@ -25,6 +25,8 @@ struct ZoneKey {
 [[nodiscard]] std::string_view zone_name(ZoneKind kind) noexcept;
 /// Protocol zone kind (enum keplershm_zone_kind) to the Kepler name; nullopt for unknown values.
 [[nodiscard]] std::optional<ZoneKind> zone_kind_from_protocol(uint32_t kind) noexcept;
+/// The protocol's zone kind for a Kepler zone (`platform` is KEPLERSHM_ZONE_PLATFORM).
+[[nodiscard]] uint32_t zone_kind_to_protocol(ZoneKind kind) noexcept;
 /// Model target names of MODELS.md ("package", "core", "uncore", "dram", "psys", "platform", ...).
 [[nodiscard]] std::optional<ZoneKind> zone_kind_from_name(std::string_view name) noexcept;
 /// Zones whose sum is a workload's total (`kepler_*_joules_total`): package, dram, gpu and other, as

@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+
 namespace kepler_feed {
 
 std::optional<FeedOptions> parse_command_line(int argc, char** argv, int& exit_code) {
@@ -13,6 +15,13 @@ std::optional<FeedOptions> parse_command_line(int argc, char** argv, int& exit_c
     app.add_option("--listen", o.listen, "HOST:PORT to listen on; port 0 picks a free one (see --port-file)")
         ->capture_default_str();
     app.add_option("--port-file", o.port_file, "Write the bound port here once listening");
+    app.add_option("--estimates", o.estimates,
+                   "Estimates segment (PROTOCOL.md section 8, e.g. kepler-estimate --publish-estimates PREFIX's PREFIX-<model>) whose "
+                   "answers frames carry when a subscriber selects section 'estimates'; repeatable");
+    app.add_option("--estimates-wait", o.estimates_wait_ms,
+                   "Milliseconds a frame waits for the answers of sources that keep up, after the feed read it (also capped at "
+                   "a quarter of the frame's interval); a frame whose answer did not come is sent marked missing")
+        ->check(CLI::Range(0u, 10000u))->capture_default_str();
     app.add_option("--tls-cert", o.tls_cert, "Server certificate (PEM); with --tls-key enables TLS")->check(CLI::ExistingFile);
     app.add_option("--tls-key", o.tls_key, "Server private key (PEM)")->check(CLI::ExistingFile);
     app.add_option("--tls-client-ca", o.tls_client_ca, "CA bundle (PEM): require client certificates signed by it")
@@ -33,6 +42,14 @@ std::optional<FeedOptions> parse_command_line(int argc, char** argv, int& exit_c
     } catch (const CLI::ParseError& e) {
         exit_code = app.exit(e);
         return std::nullopt;
+    }
+    for (size_t i = 0; i < o.estimates.size(); ++i) {
+        if (std::find(o.estimates.begin(), o.estimates.begin() + static_cast<std::ptrdiff_t>(i), o.estimates[i]) !=
+            o.estimates.begin() + static_cast<std::ptrdiff_t>(i)) {
+            std::cerr << "kepler-feed: --estimates " << o.estimates[i] << " is given twice\n";
+            exit_code = 2;
+            return std::nullopt;
+        }
     }
     if (o.tls_cert.empty() != o.tls_key.empty()) {
         std::cerr << "kepler-feed: --tls-cert and --tls-key go together\n";

@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "select/selection.hpp"
 
@@ -14,6 +15,8 @@ struct FeedOptions {
     std::string tls_cert, tls_key, tls_client_ca;
     std::string token_file;
     std::string port_file;  // where the bound port is written (for --listen HOST:0)
+    std::vector<std::string> estimates;  // estimates segments joined to the frames
+    uint32_t estimates_wait_ms = 250;    // longest wait for their answers (also capped at interval / 4)
     Limits limits;
 };
 

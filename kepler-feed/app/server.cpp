@@ -74,8 +74,10 @@ int run_server(const FeedOptions& options) {
     Fanout fanout(options.limits);
     FrameReader reader(options.shm_name, [&](SnapshotPtr s) { fanout.publish(s); });
     reader.set_tick([&] { fanout.tick(); });
-    FeedService service(config, reader, fanout);
-    reader.start();  // before listening: see FrameReader::start
+    EstimatesBoard estimates(options.estimates, std::chrono::milliseconds(options.estimates_wait_ms));
+    FeedService service(config, reader, fanout, estimates);
+    estimates.start();  // first: the answers to the frames the reader catches up on are there for them
+    reader.start();     // before listening: see FrameReader::start
 
     grpc::ServerBuilder builder;
     int port = 0;
@@ -92,6 +94,10 @@ int run_server(const FeedOptions& options) {
         fmt::print(stderr, "kepler-feed: cannot listen on {}\n", options.listen);
         return 1;
     }
+    for (const std::string& name : options.estimates) {
+        fmt::print(stderr, "kepler-feed: joining the answers of estimates segment '{}' (waiting at most {} ms)\n", name,
+                   options.estimates_wait_ms);
+    }
     fmt::print(stderr, "kepler-feed: serving segment '{}' on port {} ({}{})\n", options.shm_name, port,
                options.tls_cert.empty() ? "plain text" : options.tls_client_ca.empty() ? "TLS" : "TLS with client certificates",
                config.token.empty() ? "" : ", bearer token");
@@ -101,6 +107,7 @@ int run_server(const FeedOptions& options) {
     fanout.stop();  // handlers end their streams with UNAVAILABLE
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     reader.stop();
+    estimates.stop();
     return 0;
 }
 

@@ -115,6 +115,7 @@ void FrameReader::read_one() {
         std::lock_guard lock(mutex_);
         status_.latest_sequence = info.latest_sequence;
         status_.writer_state = info.state;
+        status_.writer_stale = info.writer_stale != 0;
     }
     if (rc == KEPLERSHM_E_TIMEOUT || rc == KEPLERSHM_E_WRITER_GONE) return;  // the library looks for a successor
     if (rc == KEPLERSHM_E_CORRUPT) {
@@ -149,7 +150,7 @@ std::shared_ptr<const SegmentFacts> FrameReader::facts_of(const keplershm_view& 
     std::lock_guard lock(mutex_);
     if (status_.segment) {
         ++status_.generations_followed;
-        fmt::print(stderr, "kepler-feed: segment '{}' has a new generation {:#x} (collector restarted or grew); "
+        fmt::print(stderr, "kepler-feed: segment '{}' has a new generation {:#x} (its writer restarted or grew); "
                            "following it\n", name_, view.generation);
     }
     status_.segment = facts;
@@ -162,6 +163,7 @@ SnapshotPtr FrameReader::snapshot_of(const keplershm_view& view) {
     snapshot->sequence = view.sequence;
     snapshot->generation = view.generation;
     snapshot->missed = view.missed;
+    snapshot->read_at = std::chrono::steady_clock::now();
     std::memcpy(&snapshot->header, view.frame, sizeof snapshot->header);
     snapshot->segment = facts_of(view);
     for (const uint32_t id : kKnownSections) {

@@ -34,6 +34,7 @@ struct Snapshot {
     uint64_t sequence = 0;
     uint64_t generation = 0;
     uint64_t missed = 0;  // frames the feed's reader lost just before this one
+    std::chrono::steady_clock::time_point read_at;  // when the feed read it (bounds waits for its estimates)
     keplershm_frame header{};
     std::shared_ptr<const SegmentFacts> segment;
     std::vector<Section> sections;  // the known sections present in the frame
@@ -49,6 +50,7 @@ struct ReaderStatus {
     std::shared_ptr<const SegmentFacts> segment;
     uint64_t latest_sequence = 0;
     uint32_t writer_state = 0;
+    bool writer_stale = false;  // its heartbeat stood still for the heartbeat timeout (PROTOCOL.md §1.3)
     uint64_t frames_read = 0;
     uint64_t frames_missed = 0;
     uint64_t generations_followed = 0;

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <numeric>
 
+#include <fmt/format.h>
+
 #include "keplershm/keplershm.hpp"
 
 namespace kepler_feed {
@@ -77,6 +79,20 @@ void fill_header(const keplershm_frame& frame, v1::FrameHeader& out) {
     out.set_producer_generation(frame.producer_generation);
 }
 
+/// The header's zones (the count is untrusted: at most the array's).
+void add_zones(const keplershm_header& h, google::protobuf::RepeatedPtrField<v1::Zone>& out) {
+    for (uint32_t i = 0; i < std::min<uint32_t>(h.zone_count, KEPLERSHM_MAX_ZONES); ++i) {
+        const keplershm_zone_info& z = h.zones[i];
+        v1::Zone* zone = out.Add();
+        zone->set_index(i);
+        zone->set_name(utf8(keplershm::get_text(z.name)));
+        zone->set_kind(z.kind);
+        zone->set_socket(z.socket);
+        zone->set_power_source(z.power_source);
+        zone->set_max_energy_range_uj(z.max_energy_range_uj);
+    }
+}
+
 }  // namespace
 
 std::string utf8(std::string_view text) {
@@ -116,16 +132,7 @@ void fill_segment(const SegmentFacts& facts, v1::Segment& out) {
     out.set_slot_count(h.slot_count);
     out.set_frame_header_size(h.frame_header_size);
     out.set_writer_version(h.writer_version);
-    for (uint32_t i = 0; i < std::min<uint32_t>(h.zone_count, KEPLERSHM_MAX_ZONES); ++i) {
-        const keplershm_zone_info& z = h.zones[i];
-        v1::Zone* zone = out.add_zones();
-        zone->set_index(i);
-        zone->set_name(utf8(keplershm::get_text(z.name)));
-        zone->set_kind(z.kind);
-        zone->set_socket(z.socket);
-        zone->set_power_source(z.power_source);
-        zone->set_max_energy_range_uj(z.max_energy_range_uj);
-    }
+    add_zones(h, *out.mutable_zones());
     for (const keplershm_field& f : facts.schema) {
         v1::Field* field = out.add_schema();
         field->set_name(utf8(keplershm::get_text(f.name)));
@@ -136,6 +143,11 @@ void fill_segment(const SegmentFacts& facts, v1::Segment& out) {
         field->set_count(f.count);
         field->set_size(f.size);
     }
+}
+
+FrameEncoder::FrameEncoder(Selection selection) : selection_(std::move(selection)) {
+    for (const SectionPlan& plan : selection_.sections)
+        if (plan.kind.id == KEPLERSHM_SECTION_ESTIMATES) estimates_plan_ = plan;
 }
 
 bool FrameEncoder::workload_matches(const keplershm_workload& w) const {
@@ -214,7 +226,54 @@ void FrameEncoder::encode_section(const Snapshot& snapshot, const SectionPlan& p
     }
 }
 
-void FrameEncoder::encode(const Snapshot& snapshot, uint64_t extra_missed, v1::Frame& out) {
+// The answer's rows, bounds-checked against the frame they answer (workload rows index its workloads) and
+// filtered like its workloads section, as columns of the estimates segment's own schema.
+void FrameEncoder::encode_answer(const Snapshot& frame, const Rows& rows, const SourceAnswer& answer, v1::ModelEstimates& out) const {
+    out.set_shm_name(utf8(answer.shm_name));
+    const auto missing = [&](const std::string& reason) {
+        out.set_missing(true);
+        out.set_reason(utf8(reason));
+    };
+    if (answer.answer == nullptr) return missing(answer.reason);
+    const Snapshot& estimates = *answer.answer->estimates;
+    const keplershm_header& h = estimates.segment->header;
+    out.set_model(utf8(keplershm::get_text(h.node_name)));
+    out.set_version(utf8(keplershm::get_text(h.cpu_model)));
+    out.set_generation(estimates.generation);
+    out.set_sequence(estimates.sequence);
+    add_zones(h, *out.mutable_zones());
+    const Snapshot::Section& section = *estimates.find(KEPLERSHM_SECTION_ESTIMATES);  // there: refusal() checked it
+    const Snapshot::Section* workloads = frame.find(KEPLERSHM_SECTION_WORKLOADS);
+    const uint32_t workload_count = workloads != nullptr ? workloads->count : 0;
+    std::vector<uint32_t> kept;
+    for (uint32_t i = 0; i < section.count; ++i) {
+        const uint32_t w = load<uint32_t>(section.bytes.data() + static_cast<size_t>(i) * section.stride + offsetof(keplershm_estimate, workload_index));
+        if (w == KEPLERSHM_NO_WORKLOAD) {
+            kept.push_back(i);
+        } else if (w >= workload_count) {
+            return missing(fmt::format("refused: row {} names workload {} but the frame has {} workloads", i, w, workload_count));
+        } else if (!rows.remap || rows.workload_map[w] != KEPLERSHM_NO_WORKLOAD) {
+            kept.push_back(i);
+        }
+    }
+    v1::Section& out_rows = *out.mutable_rows();
+    out_rows.set_name(estimates_plan_->kind.name);
+    out_rows.set_id(KEPLERSHM_SECTION_ESTIMATES);
+    out_rows.set_stride(section.stride);
+    out_rows.set_rows(static_cast<uint32_t>(kept.size()));
+    for (const keplershm_field& field : estimates.segment->schema) {
+        if (field.record_type != KEPLERSHM_RECORD_ESTIMATE) continue;
+        const std::string_view name = keplershm::get_text(field.name);
+        const std::vector<std::string>& wanted = estimates_plan_->fields;
+        if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), name) == wanted.end()) continue;
+        v1::Column column;
+        encode_column(section, field, kept, rows.remap && name == "workload_index" ? &rows.workload_map : nullptr, column);
+        if (!column.name().empty()) *out_rows.add_columns() = std::move(column);
+    }
+}
+
+void FrameEncoder::encode(const Snapshot& snapshot, uint64_t extra_missed, v1::Frame& out,
+                          const std::vector<SourceAnswer>& answers) {
     out.set_sequence(snapshot.sequence);
     out.set_generation(snapshot.generation);
     out.set_missed(snapshot.missed + extra_missed);
@@ -226,6 +285,8 @@ void FrameEncoder::encode(const Snapshot& snapshot, uint64_t extra_missed, v1::F
     const Rows rows = plan_rows(snapshot);
     for (const SectionPlan& plan : selection_.sections)
         if (snapshot.find(plan.kind.id) != nullptr) encode_section(snapshot, plan, rows, *out.add_sections());
+    if (!estimates_plan_) return;
+    for (const SourceAnswer& answer : answers) encode_answer(snapshot, rows, answer, *out.add_estimates());
 }
 
 }  // namespace kepler_feed

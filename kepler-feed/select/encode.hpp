@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "join/estimates_board.hpp"
 #include "read/frame_reader.hpp"
 #include "select/selection.hpp"
 
@@ -22,10 +24,14 @@ void fill_segment(const SegmentFacts& facts, v1::Segment& out);
 /// Per subscriber; remembers which generation it described last. Not thread-safe.
 class FrameEncoder {
 public:
-    explicit FrameEncoder(Selection selection) : selection_(std::move(selection)) {}
+    explicit FrameEncoder(Selection selection);
 
-    /// `extra_missed` adds frames this subscriber lost before `snapshot` (a start the feed no longer held).
-    void encode(const Snapshot& snapshot, uint64_t extra_missed, v1::Frame& out);
+    /// `extra_missed` adds frames this subscriber lost before `snapshot` (a start the feed no longer held);
+    /// `answers` (section "estimates" selected) become the frame's `estimates`, one per source.
+    void encode(const Snapshot& snapshot, uint64_t extra_missed, v1::Frame& out,
+                const std::vector<SourceAnswer>& answers = {});
+    /// Whether the subscriber selected section "estimates" (and so wants the sources' answers).
+    [[nodiscard]] bool wants_estimates() const noexcept { return estimates_plan_.has_value(); }
 
 private:
     /// Which process and workload rows to send, and where workload indices move to.
@@ -38,8 +44,10 @@ private:
     [[nodiscard]] Rows plan_rows(const Snapshot& snapshot) const;
     [[nodiscard]] bool workload_matches(const keplershm_workload& workload) const;
     void encode_section(const Snapshot& snapshot, const SectionPlan& plan, const Rows& rows, v1::Section& out) const;
+    void encode_answer(const Snapshot& frame, const Rows& rows, const SourceAnswer& answer, v1::ModelEstimates& out) const;
 
     Selection selection_;
+    std::optional<SectionPlan> estimates_plan_;  // section "estimates", when selected
     uint64_t described_generation_ = 0;
 };
 

@@ -69,7 +69,27 @@ grpc::Status FeedService::Describe(grpc::ServerContext* context, const v1::Descr
     stats->set_frames_missed(status.frames_missed);
     stats->set_generations_followed(status.generations_followed);
     stats->set_requests_refused(refused_.load());
+    stats->set_estimates_missing(estimates_missing_.load());
+    describe_estimates(*out);
     return grpc::Status::OK;
+}
+
+void FeedService::describe_estimates(v1::Description& out) const {
+    out.set_estimates_wait_ms(static_cast<uint32_t>(estimates_.wait_bound().count()));
+    for (const SourceStatus& s : estimates_.status()) {
+        v1::EstimatesSource* source = out.add_estimates_sources();
+        source->set_shm_name(utf8(s.shm_name));
+        source->set_attached(s.reader.attached);
+        source->set_writer_state(s.reader.writer_state);
+        source->set_writer_stale(s.reader.writer_stale);
+        source->set_model(utf8(s.model));
+        source->set_version(utf8(s.version));
+        source->set_answers(s.answers);
+        source->set_rejected(s.rejected);
+        source->set_last_rejection(utf8(s.last_rejection));
+        source->set_answered_generation(s.answered.generation);
+        source->set_answered_sequence(s.answered.sequence);
+    }
 }
 
 grpc::Status FeedService::Subscribe(grpc::ServerContext* context, const v1::SubscribeRequest* request,
@@ -104,7 +124,11 @@ grpc::Status FeedService::stream(grpc::ServerContext& context, Subscriber& subsc
             case Subscriber::Next::frame: break;
         }
         frame.Clear();
-        encoder.encode(*snapshot, first ? gap : 0, frame);
+        // Only this subscriber's handler waits for answers, bounded after the feed read the frame.
+        std::vector<SourceAnswer> answers;
+        if (encoder.wants_estimates() && !estimates_.empty()) answers = estimates_.answers_for(*snapshot);
+        encoder.encode(*snapshot, first ? gap : 0, frame, answers);
+        for (const v1::ModelEstimates& e : frame.estimates()) estimates_missing_ += e.missing() ? 1 : 0;
         if (first) frame.set_start_gap(gap);
         first = false;
         // Blocks while the client does not read (HTTP/2 flow control): only this subscriber waits.

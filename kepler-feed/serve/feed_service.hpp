@@ -7,6 +7,7 @@
 #include <atomic>
 #include <string>
 
+#include "join/estimates_board.hpp"
 #include "keplershm_feed/v1/feed.grpc.pb.h"
 #include "read/frame_reader.hpp"
 #include "serve/fanout.hpp"
@@ -22,8 +23,8 @@ struct ServiceConfig {
 /// Thread-safe (gRPC calls handlers concurrently).
 class FeedService final : public v1::Feed::Service {
 public:
-    FeedService(ServiceConfig config, FrameReader& reader, Fanout& fanout)
-        : config_(std::move(config)), reader_(reader), fanout_(fanout) {}
+    FeedService(ServiceConfig config, FrameReader& reader, Fanout& fanout, EstimatesBoard& estimates)
+        : config_(std::move(config)), reader_(reader), fanout_(fanout), estimates_(estimates) {}
 
     grpc::Status Describe(grpc::ServerContext* context, const v1::DescribeRequest* request,
                           v1::Description* response) override;
@@ -36,11 +37,14 @@ private:
     grpc::Status refuse(grpc::StatusCode code, const std::string& message);
     grpc::Status stream(grpc::ServerContext& context, Subscriber& subscriber, const Selection& selection, uint64_t gap,
                         grpc::ServerWriter<v1::Frame>& writer);
+    void describe_estimates(v1::Description& out) const;
 
     ServiceConfig config_;
     FrameReader& reader_;
     Fanout& fanout_;
+    EstimatesBoard& estimates_;
     std::atomic<uint64_t> refused_{0};
+    std::atomic<uint64_t> estimates_missing_{0};
 };
 
 }  // namespace kepler_feed

@@ -47,10 +47,11 @@ def stop(processes):
             p.kill()
 
 
-def start_feed(shm_name, tmp_path):
+def start_feed(shm_name, tmp_path, extra=()):
     """kepler-feed on a port of the kernel's choosing: (process, "127.0.0.1:port")."""
     port_file = tmp_path / ("port-" + shm_name)
-    feed = subprocess.Popen([FEED, "--shm-name", shm_name, "--listen", "127.0.0.1:0", "--port-file", str(port_file)],
+    feed = subprocess.Popen([FEED, "--shm-name", shm_name, "--listen", "127.0.0.1:0", "--port-file", str(port_file),
+                             *extra],
                             stdout=open(tmp_path / ("feed-%s.log" % shm_name), "w"), stderr=subprocess.STDOUT)
     wait_for(lambda: port_file.exists() or feed.poll() is not None, "kepler-feed's port")
     assert port_file.exists(), (tmp_path / ("feed-%s.log" % shm_name)).read_text()
@@ -161,3 +162,40 @@ def test_feed_serves_an_estimates_segment(tmp_path, shm_name):
     assert frame.segment.node_name == "ab-model"
     assert frame.estimates["power_watts"].tolist() == [12.5]
     assert frame.estimates["energy_joules"].tolist() == [12.5]
+
+
+@pytest.mark.skipif(not os.environ.get("KEPLER_ESTIMATE"), reason="needs kepler-estimate (KEPLER_ESTIMATE)")
+def test_feed_joins_kepler_estimates_own_answers(tmp_path, shm_name):
+    """kepler-estimate --publish-estimates and kepler-feed --estimates: frame.model_estimates holds the answer
+    to that very frame, equal to the local estimates segment's (same dtype, same rows)."""
+    (tmp_path / "sysfs").mkdir()
+    prefix = shm_name + "-est"
+    segment = prefix + "-curve"
+    children = [subprocess.Popen([COLLECT, "--shm-name", shm_name, "--source", "procfs", "--kube", "off", "--interval",
+                                  "200ms", "--slots", "64", "--sysfs-root", str(tmp_path / "sysfs")],
+                                 stdout=open(tmp_path / "collect.log", "w"), stderr=subprocess.STDOUT),
+                subprocess.Popen([os.environ["KEPLER_ESTIMATE"], "--shm-name", shm_name, "--listen", "none",
+                                  "--publish-estimates", prefix],
+                                 stdout=open(tmp_path / "estimate.log", "w"), stderr=subprocess.STDOUT)]
+    try:
+        feed, target = start_feed(shm_name, tmp_path, ["--estimates", segment])
+        children.append(feed)
+        answered = 0
+        with remote.Subscriber(target, sections=["zones", "estimates"], timeout=DEADLINE) as sub:
+            for frame in sub:
+                answer = frame.model_estimates[segment]
+                if answer.missing:
+                    assert answer.rows is None and answer.reason
+                    continue
+                mine = Reader.live(segment).copy(answer.sequence)
+                assert (int(mine.header["producer_generation"]), int(mine.header["producer_sequence"])) == \
+                    (frame.generation, frame.sequence)
+                assert answer.model == "curve" and [z.kind for z in answer.zones] == ["package"]
+                same_records(answer.rows, mine.estimates)
+                answered += 1
+                if answered == 3:
+                    break
+        with remote.Subscriber(target, sections=["zones"], timeout=DEADLINE) as sub:
+            assert next(iter(sub)).model_estimates == {}
+    finally:
+        stop(children)

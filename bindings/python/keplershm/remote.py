@@ -13,6 +13,11 @@ holds only matching workloads and ``workload_index`` points into it; the header'
 ``frame_size`` (bookkeeping of the local copy) are 0; ``frame.start_gap`` tells how much of a requested
 ``from_sequence`` the feed no longer held.
 
+Estimates joined by the feed (``kepler-feed --estimates SEGMENT``, e.g. kepler-estimate's
+``--publish-estimates PREFIX`` segments ``PREFIX-<model>``): with section ``estimates`` selected (or all
+sections), ``frame.model_estimates`` is a dict, segment name → :class:`ModelEstimates`, holding each
+source's answer to that very frame (matched on generation and sequence) or why it is missing.
+
 The gRPC stubs are generated from ``kepler-feed/proto`` at build time (``<build>/kepler-feed/python``):
 that directory must be on ``sys.path`` (PYTHONPATH) or named by ``$KEPLERSHM_FEED_STUBS``.
 """
@@ -87,6 +92,34 @@ def channel(target, tls=None):
     return grpc.secure_channel(target, creds, options)
 
 
+def _zones(zones):
+    return [Zone(z.index, z.name, ZONE_KINDS.get(z.kind, "unknown-%d" % z.kind), z.socket, z.power_source,
+                 z.max_energy_range_uj) for z in zones]
+
+
+class ModelEstimates:
+    """One estimates source's answer to the frame that carries it (PROTOCOL.md §8, served by the feed).
+
+    ``shm_name``: the source segment; ``model`` and ``version``: what its header says; ``zones``: the zones
+    the rows' ``zone_index`` names; ``rows``: a numpy structured array with the local Reader's estimates
+    dtype (``zone_index``, ``workload_index``, ``power_watts``, ``energy_joules`` ...), None when
+    ``missing`` (then ``reason`` says why: no answer within the feed's wait, producer gone, refused);
+    ``generation``/``sequence``: the estimates frame's own identity in its segment.
+    """
+
+    def __init__(self, message, rows):
+        self.shm_name, self.model, self.version = message.shm_name, message.model, message.version
+        self.missing, self.reason = message.missing, message.reason
+        self.generation, self.sequence = message.generation, message.sequence
+        self.zones = _zones(message.zones)
+        self.rows = rows
+
+    def __repr__(self):
+        if self.missing:
+            return "ModelEstimates(%r missing: %s)" % (self.shm_name, self.reason)
+        return "ModelEstimates(%r model=%r, %d rows)" % (self.shm_name, self.model, len(self.rows))
+
+
 def _generation(segment):
     """A reader.Generation (the node's facts) from the feed's Segment message; the message is kept as ``.remote``."""
     gen = Generation.__new__(Generation)
@@ -98,8 +131,7 @@ def _generation(segment):
     gen.frame_header_size = segment.frame_header_size
     gen.clock_ticks_per_second = segment.clock_ticks_per_second
     gen.boot_time_realtime_ns = segment.boot_time_realtime_ns
-    gen.zones = [Zone(z.index, z.name, ZONE_KINDS.get(z.kind, "unknown-%d" % z.kind), z.socket, z.power_source,
-                      z.max_energy_range_uj) for z in segment.zones]
+    gen.zones = _zones(segment.zones)
     gen.remote = segment
     return gen
 
@@ -220,6 +252,9 @@ class Subscriber:
                                       else _records(self._schema, record_type, section))
         frame = Frame(view, header, self._segment, sections, in_place=False)
         frame.start_gap = message.start_gap
+        frame.model_estimates = {e.shm_name: ModelEstimates(e, None if e.missing else
+                                                            _records(self._schema, _abi.RECORD_ESTIMATE, e.rows))
+                                 for e in message.estimates}
         return frame
 
     def close(self):
