@@ -442,12 +442,32 @@ class FeedOverlay(unittest.TestCase):
             self.assertEqual(ports[port["targetPort"]], port["port"])
             self.assertEqual(port["port"], int(ds.flag_value(self.feed["args"], "--listen").rsplit(":", 1)[1]))
 
+    def test_the_feed_joins_every_model_the_estimator_publishes(self):
+        base = ds.container(ds.pod_spec(sidecar()), "kepler-estimate")
+        estimator = ds.container(self.spec, "kepler-estimate")
+        prefix = ds.flag_value(estimator["args"], "--publish-estimates")
+        self.assertTrue(prefix)
+        self.assertEqual([a for a in estimator["args"] if not a.startswith("--publish-estimates")], base["args"],
+                         "the patch repeats the base's args (strategic merge replaces the list)")
+        # kepler-estimate always has `measured` and `curve` beside its --model list (model_spec.cpp).
+        models = [ds.split_flag(a)[1].split("=", 1)[0] for a in base["args"] if a.startswith("--model=")]
+        expected = {f"{prefix}-{m}" for m in models + ["measured", "curve"]}
+        joined = {ds.split_flag(a)[1] for a in self.feed["args"] if a.startswith("--estimates=")}
+        self.assertEqual(joined, expected)
+
+    def test_only_the_overlay_lets_the_estimator_write_shared_memory(self):
+        self.assertIs(ds.mount_at(ds.container(self.spec, "kepler-estimate"), "/dev/shm")["readOnly"], False)
+        self.assertIs(ds.mount_at(ds.container(ds.pod_spec(sidecar()), "kepler-estimate"), "/dev/shm")["readOnly"], True)
+
     def test_every_option_exists(self):
         feed = os.environ.get("KEPLERSHM_FEED")
         if not feed:
             self.skipTest("kepler-feed is not built in this configuration")
         known = ds.help_options(feed)
         for arg in self.feed["args"]:
+            self.assertIn(ds.split_flag(arg)[0], known, arg)
+        known = ds.help_options(ds.ESTIMATE)
+        for arg in ds.container(self.spec, "kepler-estimate")["args"]:
             self.assertIn(ds.split_flag(arg)[0], known, arg)
 
 
