@@ -9,12 +9,15 @@ namespace kepler_estimate {
 namespace {
 
 /// Label values escape backslash, double quote and newline; HELP text escapes backslash and newline.
+/// Runs without anything to escape are appended whole (label values rarely have any).
 void append_escaped(std::string& out, std::string_view text, bool quote) {
-    for (const char c : text) {
-        if (c == '\\') out += "\\\\";
-        else if (c == '\n') out += "\\n";
-        else if (quote && c == '"') out += "\\\"";
-        else out += c;
+    const std::string_view special = quote ? std::string_view("\\\"\n") : std::string_view("\\\n");
+    while (!text.empty()) {
+        const size_t at = text.find_first_of(special);
+        out.append(text.substr(0, at));
+        if (at == std::string_view::npos) return;
+        out += text[at] == '\n' ? "\\n" : text[at] == '"' ? "\\\"" : "\\\\";
+        text.remove_prefix(at + 1);
     }
 }
 
