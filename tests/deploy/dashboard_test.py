@@ -92,10 +92,17 @@ class GrafanaDashboard(unittest.TestCase):
             stop = threading.Event()
             updater = threading.Thread(target=advance_counters, args=(sysfs, stop))
             updater.start()
+            # A small XGBoost model on Kepler's nx12 data whose metadata carries an expected error, so that
+            # kepler_model_expected_error_watts (the error panel's second query) is exported too.
+            model = os.path.join(tmp, "model")
+            subprocess.run([sys.executable, os.path.join(ds.SOURCE_DIR, "tests", "kepler-estimate", "train_model.py"),
+                            "--data", os.path.join(ds.SOURCE_DIR, "tests", "data", "kepler-model-db"), "--out", model,
+                            "--rounds", "10", "--expected-error-w", "6"], check=True, stdout=subprocess.DEVNULL)
             name, port = ds.unique_name("dashboard"), ds.free_port()
             collect = [ds.COLLECT, f"--shm-name={name}", "--interval=200ms", "--source=procfs", "--kube=off",
                        f"--sysfs-root={sysfs}"]
-            estimate = [ds.ESTIMATE, f"--shm-name={name}", f"--listen=127.0.0.1:{port}", "--process-metrics"]
+            estimate = [ds.ESTIMATE, f"--shm-name={name}", f"--listen=127.0.0.1:{port}", "--process-metrics",
+                        f"--model=xgb=xgboost:{model}"]
             try:
                 with ds.running(collect, os.path.join(tmp, "c.log")), ds.running(estimate, os.path.join(tmp, "e.log")):
                     exported = set()
