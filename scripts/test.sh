@@ -70,11 +70,11 @@ tsan() {
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKEPLERSHM_SANITIZE=thread \
         -DKEPLERSHM_COMPONENTS="kepler-estimate;kepler-feed" -DKEPLERSHM_BUILD_BENCHMARKS=OFF
   cmake --build build-tsan -j"$jobs" --target libkeplershm_tests libkeplershm_stress estimate_scrape_snapshot_test \
-        feed_board_test feed_refusal_test
+        estimate_metrics_server_test feed_board_test feed_refusal_test
   # The feed's gRPC tests are not here: Debian's gRPC and absl are not instrumented, so TSan reports races
   # inside them (tcp_send, slice buffers) in every gRPC process; the estimates board is tested without gRPC.
   (cd build-tsan && KEPLERSHM_STRESS_SECONDS=5 ctest --output-on-failure \
-     -R '^(libkeplershm\.(Ring|StressThreads)|estimate\.scrape_snapshot\.|feed\.(board|refusal)\.)')
+     -R '^(libkeplershm\.(Ring|StressThreads)|estimate\.(scrape_snapshot|metrics_server)\.|feed\.(board|refusal)\.)')
 }
 
 fuzz() {
@@ -90,7 +90,7 @@ run_stage "build (RelWithDebInfo) and every test" main_suite
 run_stage "the library's and the end-to-end tests with CLOCK_MONOTONIC near zero and ten days ahead" time_namespaces
 run_stage "containers: both images built with podman, the sidecar pod run (deploy.containers)" containers
 run_stage "ASan + UBSan: the library's, the collector's and the estimator's tests" asan_ubsan
-run_stage "TSan: the seqlock under threads (ring, lapping, a writer against two readers), scrapes against frames, the feed's estimates board" tsan
+run_stage "TSan: the seqlock under threads (ring, lapping, a writer against two readers), scrapes against frames, concurrent /metrics scrapes, the feed's estimates board" tsan
 run_stage "libFuzzer (clang, ASan+UBSan): headers, frames, segments, recordings, ${KEPLERSHM_FUZZ_SECONDS:-20} s each" fuzz
 
 echo

@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <stdexcept>
+#include <thread>
+#include <vector>
 
 #include "export/metrics_server.hpp"
 
@@ -96,6 +98,29 @@ TEST(MetricsServer, ServesTheRenderedTextPlainAndGzipped) {
 
     EXPECT_EQ(get("http://" + address + "/other").status, 404);
     EXPECT_EQ(scrapes.load(), 3) << "one render per scrape, none for other paths";
+}
+
+TEST(MetricsServer, ConcurrentScrapesEachGetAWholeExposition) {
+    // Two civetweb workers render at once (Prometheus beside an operator's curl): each response is whole.
+    std::atomic<int> renders{0};
+    MetricsServer server("127.0.0.1:0", [&] {
+        renders.fetch_add(1);
+        return sample_exposition(0);
+    });
+    const std::string url = "http://" + server.bound_address() + "/metrics", expected = sample_exposition(0).text();
+    std::atomic<int> whole{0};
+    std::vector<std::thread> scrapers;
+    for (int t = 0; t < 3; ++t) {
+        scrapers.emplace_back([&, t] {
+            for (int i = 0; i < 10; ++i) {
+                const Response r = t == 0 ? get(url) : get(url, "gzip");
+                if (r.status == 200 && (t == 0 ? r.body : gunzip(r.body)) == expected) whole.fetch_add(1);
+            }
+        });
+    }
+    for (std::thread& s : scrapers) s.join();
+    EXPECT_EQ(whole.load(), 30);
+    EXPECT_EQ(renders.load(), 30);
 }
 
 TEST(MetricsServer, AFailingRenderIsAnErrorResponseNotACrash) {
