@@ -68,7 +68,6 @@ Exposition::Family& Exposition::family(std::string_view name, std::string_view h
     if (found != families_.end()) return found->second;
     Family& f = families_.emplace(std::string(name), Family{}).first->second;
     f.name_ = std::string(name);
-    f.type_ = type;
     std::string& out = f.chunks_.emplace_back();
     out.reserve(kFirstChunkBytes);
     out += "# HELP ";

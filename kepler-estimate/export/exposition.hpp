@@ -26,7 +26,6 @@ public:
     LabelSet& add(std::string_view name, std::string_view value);
     [[nodiscard]] LabelSet with(std::string_view name, std::string_view value) const;
     [[nodiscard]] std::string_view text() const noexcept { return text_; }
-    [[nodiscard]] bool empty() const noexcept { return text_.empty(); }
 
 private:
     std::string text_;
@@ -36,14 +35,10 @@ private:
 /// Not thread-safe: a scrape builds its own.
 class Exposition {
 public:
+    /// A handle for add(): what is written is only reachable through the Exposition.
     class Family {
-    public:
-        [[nodiscard]] MetricType type() const noexcept { return type_; }
-
-    private:
         friend class Exposition;
         std::string name_;
-        MetricType type_ = MetricType::gauge;
         // Header and series lines in chunks that are never reallocated, each twice the last (4 KiB to
         // 1 MiB): a scrape of megabytes appends without copying what it wrote (growing one string per
         // family spent a third of the scrape in memmove), and a family of one series stays small.

@@ -3,7 +3,6 @@
 // 0.7's dashboards then draw 0 rather than "no data".
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <array>
 #include <set>
 

@@ -6,8 +6,7 @@
 
 #include <time.h>
 
-#include <algorithm>
-#include <limits>
+#include <array>
 
 namespace kepler_estimate {
 
