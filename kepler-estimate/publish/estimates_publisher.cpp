@@ -101,10 +101,11 @@ void EstimatesPublisher::publish_one(const keplershm::FrameView& frame, const Mo
                                      const Attribution* attribution, std::vector<std::string>& log) {
     Channel& channel = channels_[answer.name];
     if (channel.failed) return;
-    fill_rows(frame, answer, attribution, channel, log, answer.name);
+    const std::vector<ZoneKey> keys = zone_keys(answer.energy);
+    fill_rows(frame, answer, keys, attribution, channel, log);
     if (rows_.empty()) return;
     try {
-        const std::vector<keplershm_zone_info> zones = header_zones(zone_keys(answer.energy));
+        const std::vector<keplershm_zone_info> zones = header_zones(keys);
         if (!channel.writer || !same_zones(zones, channel.zones) || answer.version != channel.version ||
             rows_.size() > channel.capacity) {
             channel.zones = zones;
@@ -132,11 +133,11 @@ void EstimatesPublisher::publish_one(const keplershm::FrameView& frame, const Mo
 
 // Rows of one answer into rows_: one per zone, and for the primary one per (workload, zone) with the
 // energy the attribution gave the workload's processes (processes without a workload have no row).
-void EstimatesPublisher::fill_rows(const keplershm::FrameView& frame, const ModelAnswer& answer, const Attribution* attribution,
-                                   Channel& channel, std::vector<std::string>& log, const std::string& model) {
+void EstimatesPublisher::fill_rows(const keplershm::FrameView& frame, const ModelAnswer& answer, const std::vector<ZoneKey>& keys,
+                                   const Attribution* attribution, Channel& channel, std::vector<std::string>& log) {
     rows_.clear();
+    const std::string& model = answer.name;
     const double seconds = static_cast<double>(frame.interval_end_ns() - frame.interval_start_ns()) / 1e9;
-    const std::vector<ZoneKey> keys = zone_keys(answer.energy);
     for (uint32_t i = 0; i < keys.size(); ++i) {
         uint64_t uj = 0;
         for (const ZoneEnergy& z : answer.energy.zones)

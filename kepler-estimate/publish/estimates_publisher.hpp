@@ -53,8 +53,9 @@ private:
     void publish_one(const keplershm::FrameView& frame, const ModelAnswer& answer, const Attribution* attribution,
                      std::vector<std::string>& log);
     void open(Channel& channel, const std::string& model, uint32_t rows);
-    void fill_rows(const keplershm::FrameView& frame, const ModelAnswer& answer, const Attribution* attribution,
-                   Channel& channel, std::vector<std::string>& log, const std::string& model);
+    /// Rows of one answer into rows_; `keys` are its zones in header order (zone_index counts in them).
+    void fill_rows(const keplershm::FrameView& frame, const ModelAnswer& answer, const std::vector<ZoneKey>& keys,
+                   const Attribution* attribution, Channel& channel, std::vector<std::string>& log);
 
     std::string prefix_;
     std::map<std::string, Channel> channels_;  // by model name
