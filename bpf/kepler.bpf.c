@@ -166,7 +166,8 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(kepler_switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
     /* Typed arguments: plain loads, no bpf_probe_read_kernel() calls on the hottest path. */
-    return on_switch((__u64)prev, prev->se.sum_exec_runtime, next->pid, rq_clock_btf(prev));
+    __u64 pid_tgid = ((__u64)prev->tgid << 32) | (__u32)prev->pid;
+    return on_switch((__u64)prev, pid_tgid, prev->se.sum_exec_runtime, next->pid, rq_clock_btf(prev));
 }
 
 SEC("tp_btf/softirq_entry")
@@ -204,7 +205,8 @@ int BPF_PROG(kepler_exec_btf)
 SEC("raw_tp/sched_switch")
 int BPF_PROG(kepler_switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-    return on_switch((__u64)prev, BPF_CORE_READ(prev, se.sum_exec_runtime), BPF_CORE_READ(next, pid), 0);
+    return on_switch((__u64)prev, bpf_get_current_pid_tgid(), BPF_CORE_READ(prev, se.sum_exec_runtime),
+                     BPF_CORE_READ(next, pid), 0);
 }
 
 SEC("raw_tp/softirq_entry")
@@ -243,7 +245,8 @@ SEC("tracepoint/sched/sched_switch")
 int kepler_switch_tp(struct trace_event_raw_sched_switch *ctx)
 {
     struct task_struct *prev = (struct task_struct *)bpf_get_current_task();
-    return on_switch((__u64)prev, BPF_CORE_READ(prev, se.sum_exec_runtime), ctx->next_pid, 0);
+    return on_switch((__u64)prev, bpf_get_current_pid_tgid(), BPF_CORE_READ(prev, se.sum_exec_runtime),
+                     ctx->next_pid, 0);
 }
 
 SEC("tracepoint/irq/softirq_entry")

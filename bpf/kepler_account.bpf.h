@@ -315,16 +315,17 @@ static __always_inline __u64 switch_time(struct kepler_cpu_state *cpu, __u64 rq_
     return now;
 }
 
-/* prev is current; prev_runtime is its se.sum_exec_runtime (read by each flavour the cheapest way it
- * can); next_tid is the thread switched to (0: this CPU's idle task); rq_clock is this CPU's scheduler
- * clock at this switch (0 where the flavour cannot read it cheaply). */
-static __always_inline int on_switch(__u64 prev_address, __u64 prev_runtime, __u32 next_tid, __u64 rq_clock)
+/* prev is current: its task_struct's address, its tgid << 32 | pid and its se.sum_exec_runtime, each
+ * read by the flavour the cheapest way it can (from typed arguments, bpf_get_current_pid_tgid() is a
+ * call that cost ~20 ns); next_tid is the thread switched to (0: this CPU's idle task); rq_clock is this
+ * CPU's scheduler clock at this switch (0 where the flavour cannot read it cheaply). */
+static __always_inline int on_switch(__u64 prev_address, __u64 pid_tgid, __u64 prev_runtime, __u32 next_tid,
+                                     __u64 rq_clock)
 {
     __u32 zero = 0;
     struct kepler_cpu_state *cpu = bpf_map_lookup_elem(&cpu_states, &zero);
     if (!cpu)
         return 0;
-    __u64 pid_tgid = bpf_get_current_pid_tgid();
     __u64 boundary = current_boundary();
     struct kepler_proc_stats *stats = NULL;
     __u64 version = begin_state_write(cpu);
