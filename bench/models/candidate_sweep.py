@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""Measures XGBoost settings that train does not use, on the same blocked folds as accuracy_table.py:
-the evidence behind bindings/python/README.md's "Tried and left out". Every setting is a plain XGBoost
-booster (kepler-estimate could serve it unchanged); each cell is blocked-CV MAE mean / worst fold in W.
+"""Measures XGBoost settings that train does not use as candidates, on the same blocked folds as
+accuracy_table.py: the evidence behind bindings/python/README.md's "Tried and left out". Every setting is
+a plain XGBoost booster (kepler-estimate could serve it unchanged); each cell is blocked-CV MAE mean /
+worst fold in W.
 
     KEPLERSHM_LIBRARY=build/lib/libkeplershm.so.1 /usr/bin/python3 bench/models/candidate_sweep.py
 
@@ -48,9 +49,12 @@ SETTINGS = [
      200),
     ("min_child_weight 50, depth 4", {"max_depth": 4, "min_child_weight": 50}, None, 200),
     ("min_child_weight 200, depth 4", {"max_depth": 4, "min_child_weight": 200}, None, 200),
+    ("min_child_weight 50, depth 4, monotone", {"max_depth": 4, "min_child_weight": 50},
+     train.monotone_constraints, 200),
+    ("min_child_weight 100, depth 4, monotone", {"max_depth": 4, "min_child_weight": 100},
+     train.monotone_constraints, 200),
     ("min_child_weight 200, depth 4, monotone", {"max_depth": 4, "min_child_weight": 200},
      train.monotone_constraints, 200),
-    ("lambda 10, gamma 5, depth 4", {"max_depth": 4, "lambda": 10, "gamma": 5}, None, 200),
     ("subsample, colsample 0.7, depth 4", {"max_depth": 4, "subsample": 0.7, "colsample_bytree": 0.7}, None, 200),
     ("eta 0.03, 300 rounds, depth 3", {"max_depth": 3, "eta": 0.03}, None, 300),
     ("depth 2", {"max_depth": 2}, None, 200),

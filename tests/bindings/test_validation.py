@@ -73,7 +73,7 @@ def test_each_row_is_predicted_by_a_model_that_never_saw_its_block():
 def test_unknown_candidate_is_refused(recording, tmp_path):
     result = run("train", recording, "--out", str(tmp_path / "m"), "--candidates", "monotone,forest-of-dreams")
     assert result.returncode == 2
-    assert "unknown candidate(s) forest-of-dreams; there are: monotone, monotone-shallow, unconstrained" in result.stderr
+    assert "unknown candidate(s) forest-of-dreams; there are: monotone, monotone-shallow, unconstrained, regularized" in result.stderr
 
 
 def _cv(maes):
