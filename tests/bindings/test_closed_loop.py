@@ -20,7 +20,7 @@ from collections import defaultdict
 import pytest
 
 import keplershm
-from keplershm import dataset, model
+from keplershm import dataset, model, train
 
 PYTHON = os.environ.get("KEPLERSHM_TEST_PYTHON", sys.executable)
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -74,10 +74,12 @@ def busy(stop):
         time.sleep(0.05)
 
 
-def assert_estimator_agrees(estimate, rec, tmp_path):
-    """Train on `rec`, replay it through kepler-estimate, and compare node package watts per frame."""
+def assert_estimator_agrees(estimate, rec, tmp_path, candidate=None):
+    """Train on `rec` (only `candidate`, if named), replay it through kepler-estimate, and compare node
+    package watts per frame."""
     model_dir = str(tmp_path / "loop-xgb")
-    trained = subprocess.run([PYTHON, "-m", "keplershm", "train", rec, "--out", model_dir, "--rounds", "30"],
+    only = ["--candidates", candidate] if candidate else []
+    trained = subprocess.run([PYTHON, "-m", "keplershm", "train", rec, "--out", model_dir, "--rounds", "30", *only],
                              capture_output=True, text=True, timeout=300)
     assert trained.returncode == 0, trained.stderr
 
@@ -107,6 +109,12 @@ def assert_estimator_agrees(estimate, rec, tmp_path):
 
 def test_estimator_agrees_with_python_on_a_synthetic_recording(recording, tmp_path):
     assert assert_estimator_agrees(tool("kepler-estimate"), recording, tmp_path) >= 192
+
+
+@pytest.mark.parametrize("candidate", list(train.CANDIDATES))
+def test_estimator_serves_every_candidate_as_python_predicts(recording, tmp_path, candidate):
+    # Whichever candidate train chooses on a user's data, kepler-estimate must serve it exactly.
+    assert assert_estimator_agrees(tool("kepler-estimate"), recording, tmp_path, candidate) >= 192
 
 
 def test_estimator_predictions_equal_pythons(tmp_path, shm_name):

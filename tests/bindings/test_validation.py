@@ -73,7 +73,19 @@ def test_each_row_is_predicted_by_a_model_that_never_saw_its_block():
 def test_unknown_candidate_is_refused(recording, tmp_path):
     result = run("train", recording, "--out", str(tmp_path / "m"), "--candidates", "monotone,forest-of-dreams")
     assert result.returncode == 2
-    assert "unknown candidate(s) forest-of-dreams; there are: monotone, monotone-shallow, unconstrained" in result.stderr
+    assert "unknown candidate(s) forest-of-dreams; there are: monotone, monotone-shallow, unconstrained, regularized" in result.stderr
+
+
+def _cv(maes):
+    folds = [validation.Fold(i, 0.0, 0.0, 10, mae, float("nan")) for i, mae in enumerate(maes)]
+    return validation.BlockedCv(folds, float(np.mean(maes)), max(maes), float("nan"), None)
+
+
+def test_the_choice_is_checked_on_each_fold_it_did_not_see():
+    # "late" is the better candidate only because of the last fold: without that fold, "early" wins it.
+    cvs = {"early": _cv([1.0, 1.0, 1.0, 1.0, 30.0]), "late": _cv([2.0, 2.0, 2.0, 2.0, 3.0])}
+    assert min(cvs, key=lambda n: cvs[n].mean_mae_w) == "late"
+    assert train.choice_without_each_fold(cvs) == [("late", 2.0)] * 4 + [("early", 30.0)]
 
 
 def test_monotone_constraints_cover_physical_features_only():

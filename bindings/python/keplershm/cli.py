@@ -35,7 +35,7 @@ def _parser():
     t.add_argument("--folds", type=int, default=5, help="contiguous time blocks of the blocked cross-validation "
                                                         "(default 5)")
     t.add_argument("--candidates", help="comma-separated boosters to choose among by blocked CV (default "
-                                        "monotone,monotone-shallow,unconstrained)")
+                                        "monotone,monotone-shallow,unconstrained,regularized)")
     t.add_argument("--csv-cpu-time-unit", choices=("ms", "us"), default="ms",
                    help="unit of the CSV's bpf_cpu_time_us column (default ms: see README)")
     t.add_argument("--cpu-model", help="CPU model string to record in the metadata (default: the recording's)")

@@ -1,0 +1,136 @@
+#!/usr/bin/python3
+"""Measures XGBoost settings that train does not use as candidates, on the same blocked folds as
+accuracy_table.py: the evidence behind bindings/python/README.md's "Tried and left out". Every setting is
+a plain XGBoost booster (kepler-estimate could serve it unchanged); each cell is blocked-CV MAE mean /
+worst fold in W.
+
+    KEPLERSHM_LIBRARY=build/lib/libkeplershm.so.1 /usr/bin/python3 bench/models/candidate_sweep.py
+
+Deterministic (seeded, one thread), ~2 min. These settings were looked at on the folds that report
+them: a setting that wins here by a little has not shown that it generalizes.
+"""
+import argparse
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bindings", "python"))
+sys.path.insert(0, HERE)
+
+from accuracy_table import ROWS, ZONES  # noqa: E402
+from keplershm import train  # noqa: E402
+from keplershm.dataset import load  # noqa: E402
+from keplershm.model import select_columns  # noqa: E402
+from keplershm.schema import np  # noqa: E402
+from keplershm.validation import blocked_cv, blocked_folds  # noqa: E402
+
+COUNTERS_AND_SOFTIRQS = ("cycles_per_s", "instructions_per_s", "cache_misses_per_s", "softirq_net_tx_per_s",
+                         "softirq_net_rx_per_s", "softirq_block_per_s")
+
+
+def monotone_on(wanted):
+    """A monotone_constraints builder: +1 on the physical features named in `wanted` only."""
+    return lambda names: "(%s)" % ",".join("1" if n in wanted else "0" for n in names)
+
+
+def additive(names):
+    """interaction_constraints letting no tree mix two features: power as a sum of one-feature curves."""
+    return json.dumps([[i] for i in range(len(names))])
+
+
+# (name, XGBoost parameters over train.PARAMS, monotone constraint builder or None, rounds)
+SETTINGS = [
+    # hist: only there does 1.7 set leaves to residual medians (exact takes ±1 gradient steps, far too small)
+    ("absolute error (hist)", {"objective": "reg:absoluteerror", "tree_method": "hist"}, None, 200),
+    ("absolute error (hist), monotone", {"objective": "reg:absoluteerror", "tree_method": "hist"},
+     train.monotone_constraints, 200),
+    ("pseudo-Huber 20 W", {"objective": "reg:pseudohubererror", "huber_slope": 20.0, "base_score": "median"}, None,
+     200),
+    ("min_child_weight 50, depth 4", {"max_depth": 4, "min_child_weight": 50}, None, 200),
+    ("min_child_weight 200, depth 4", {"max_depth": 4, "min_child_weight": 200}, None, 200),
+    ("min_child_weight 50, depth 4, monotone", {"max_depth": 4, "min_child_weight": 50},
+     train.monotone_constraints, 200),
+    ("min_child_weight 100, depth 4, monotone", {"max_depth": 4, "min_child_weight": 100},
+     train.monotone_constraints, 200),
+    ("min_child_weight 200, depth 4, monotone", {"max_depth": 4, "min_child_weight": 200},
+     train.monotone_constraints, 200),
+    ("subsample, colsample 0.7, depth 4", {"max_depth": 4, "subsample": 0.7, "colsample_bytree": 0.7}, None, 200),
+    ("eta 0.03, 300 rounds, depth 3", {"max_depth": 3, "eta": 0.03}, None, 300),
+    ("depth 2", {"max_depth": 2}, None, 200),
+    ("depth 2, monotone", {"max_depth": 2}, train.monotone_constraints, 200),
+    ("hist, max_bin 32", {"tree_method": "hist", "max_bin": 32}, None, 200),
+    ("monotone except CPU time", {}, monotone_on(COUNTERS_AND_SOFTIRQS), 200),
+    ("additive (no interactions)", {"interaction_constraints": additive}, None, 200),
+    ("additive, monotone", {"interaction_constraints": additive}, train.monotone_constraints, 200),
+]
+
+
+def setting_params(params, monotone, names):
+    """The parameters of one setting on these feature columns (builders called, one thread)."""
+    resolved = {k: (v(names) if callable(v) else v) for k, v in params.items()}
+    if monotone is not None:
+        resolved["monotone_constraints"] = monotone(names)
+    return dict(resolved, nthread=1)
+
+
+def fit_predict_with(params, rounds):
+    """Like train.fit_predict_with; base_score "median" is the training rows' median (a robust objective
+    starts from 0.5 otherwise, and 200 bounded steps do not reach ~100 W)."""
+    def fit_predict(X_train, y_train, X_test):
+        p = dict(params)
+        if p.get("base_score") == "median":
+            p["base_score"] = float(np.median(y_train))
+        return train.predict(train.fit(X_train, y_train, rounds, p), X_test)
+    return fit_predict
+
+
+def sweep(data, rows):
+    """{setting name: [cell text per (row, zone)]}, and the column titles."""
+    cells = {name: [] for name, _, _, _ in SETTINGS}
+    titles = []
+    for group, label, features in rows:
+        table = load(os.path.join(data, "nx12_rapl_abs_%s.csv" % group))
+        names = train.choose_features(table, features)
+        X_all = select_columns(table, names, "measured")
+        for zone in ZONES:
+            measured = ~np.isnan(table.targets[zone])
+            X, y, time_s = X_all[measured], table.targets[zone][measured], table.time_s[measured]
+            titles.append("%s%s %s" % (group, " frame" if features else "", zone))
+            for name, params, monotone, rounds in SETTINGS:
+                cv = blocked_cv(fit_predict_with(setting_params(params, monotone, names), rounds), X, y, time_s)
+                cells[name].append("%.2f / %.2f" % (cv.mean_mae_w, cv.worst_mae_w))
+    return cells, titles
+
+
+def cpu_time_spread(data, bin_rows=10):
+    """Per fold of BPFOnly: package MAE around the median of each `bin_rows` rows of neighbouring CPU time,
+    fitted on the fold itself: how far power scatters at the same CPU time, before any model has to
+    generalize."""
+    table = load(os.path.join(data, "nx12_rapl_abs_BPFOnly.csv"))
+    cpu_time = select_columns(table, ["cpu_time_ms_per_s"], "measured")[:, 0]
+    power = table.targets["package"]
+    spreads = []
+    for _, fold in blocked_folds(table.time_s):
+        by_cpu_time = fold[np.argsort(cpu_time[fold], kind="stable")]
+        bins = [by_cpu_time[i:i + bin_rows] for i in range(0, len(by_cpu_time), bin_rows)]
+        spreads.append(float(np.mean(np.concatenate([np.abs(power[b] - np.median(power[b])) for b in bins]))))
+    return spreads
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", default=os.path.join(HERE, "..", "..", "tests", "data", "kepler-model-db"))
+    a = p.parse_args()
+    cells, titles = sweep(a.data, ROWS)
+    print("| setting | %s |" % " | ".join(titles))
+    print("| --- |%s" % (" --- |" * len(titles)))
+    for name, row in cells.items():
+        print("| %s | %s |" % (name, " | ".join(row)))
+    print("\nBPFOnly package, scatter at the same CPU time (median of each 10 rows of neighbouring CPU time, fitted "
+          "on the fold itself), MAE per fold: %s W" % " / ".join("%.2f" % s for s in cpu_time_spread(a.data)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
