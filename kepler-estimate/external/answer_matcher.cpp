@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "keplershm/estimates.hpp"
+
 namespace kepler_estimate {
 
 void AnswerMatcher::reject(FrameId frame, std::string reason) {
@@ -51,9 +53,9 @@ void AnswerMatcher::begin_frame(FrameId frame, SteadyClock::time_point read_at, 
 void AnswerMatcher::match(Pending& pending, EstimatesAnswer answer, SteadyClock::time_point at) {
     for (const auto& [kind, joules] : answer.zones) {
         const double watts = pending.interval_s > 0 ? joules / pending.interval_s : 0;
-        if (watts > kMaxPlausibleWatts) {
+        if (watts > keplershm::kMaxEstimateWatts) {
             reject(pending.frame, fmt::format("{} J in zone {} over the {} s interval is {} W, above {} W", joules,
-                                              zone_name(kind), pending.interval_s, watts, kMaxPlausibleWatts));
+                                              zone_name(kind), pending.interval_s, watts, keplershm::kMaxEstimateWatts));
             return;  // the frame stays unanswered
         }
     }

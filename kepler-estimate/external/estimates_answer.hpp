@@ -40,10 +40,9 @@ struct RejectedAnswer {
 /// Rows an answer may have: node and zone rows are at most 33, per-process rows for a large node a few
 /// thousand; more is a broken or hostile producer, refused before its rows are looked at.
 inline constexpr uint32_t kMaxAnswerRows = 65536;
-/// Above this a row is a broken producer, not a computer (the largest servers draw ~10 kW).
-inline constexpr double kMaxPlausibleWatts = 1e6;
 
-/// Validates one frame read from an estimates segment (PROTOCOL.md §8 rules).
+/// Validates one frame read from an estimates segment (PROTOCOL.md §8's rules, keplershm::estimates_refusal)
+/// and sums its node and zone rows per zone kind. A private copy of the frame (Reader::next or a recording).
 [[nodiscard]] std::variant<EstimatesAnswer, RejectedAnswer> parse_answer(const keplershm::FrameView& frame);
 
 }  // namespace kepler_estimate

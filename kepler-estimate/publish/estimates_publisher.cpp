@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "external/estimates_answer.hpp"
+#include "keplershm/estimates.hpp"
 
 namespace kepler_estimate {
 
@@ -143,10 +143,10 @@ void EstimatesPublisher::fill_rows(const keplershm::FrameView& frame, const Mode
         for (const ZoneEnergy& z : answer.energy.zones)
             if (z.zone == keys[i]) uj += z.total_uj;
         rows_.push_back(row(i, kNoIndex, uj, seconds));
-        if (rows_.back().power_watts > kMaxPlausibleWatts) {
+        if (rows_.back().power_watts > keplershm::kMaxEstimateWatts) {
             // Not a value the protocol allows (consumers would refuse the answer): this frame is not answered.
             log.push_back(fmt::format("model {}: frame {}: {} W in one zone is beyond {} W; not published", model,
-                                      frame.sequence(), rows_.back().power_watts, kMaxPlausibleWatts));
+                                      frame.sequence(), rows_.back().power_watts, keplershm::kMaxEstimateWatts));
             rows_.clear();
             return;
         }

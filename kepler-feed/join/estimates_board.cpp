@@ -3,76 +3,32 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <set>
-#include <tuple>
 
+#include "keplershm/estimates.hpp"
 #include "keplershm/keplershm.hpp"
 
 namespace kepler_feed {
 
 namespace {
 
-constexpr uint32_t kNoIndex = 0xffffffffu;
-constexpr double kMaxWatts = 1e6;     // PROTOCOL.md §8: at most 10^6 W over the interval
 constexpr size_t kKeptAnswers = 64;   // per source: answers to the newest 64 frames (the history's usual size)
-
-bool plausible(double value, double bound) { return std::isfinite(value) && value >= 0 && value <= bound; }
-
-bool known_zone_kind(uint32_t kind) { return kind >= KEPLERSHM_ZONE_PACKAGE && kind <= KEPLERSHM_ZONE_OTHER; }
-
-bool platform_kind(uint32_t kind) { return kind == KEPLERSHM_ZONE_PSYS || kind == KEPLERSHM_ZONE_PLATFORM; }
-
-/// One row checked against the rules that need no other row; "" when fine.
-std::string row_refusal(const keplershm_estimate& r, uint32_t i, const keplershm_header& h, double max_joules) {
-    if (!plausible(r.power_watts, kMaxWatts) || !plausible(r.energy_joules, max_joules)) {
-        return fmt::format("row {}: power_watts {} / energy_joules {} is not a finite non-negative number within {} W",
-                           i, r.power_watts, r.energy_joules, kMaxWatts);
-    }
-    if (r.zone_index == kNoIndex) return "";
-    if (r.zone_index >= std::min<uint32_t>(h.zone_count, KEPLERSHM_MAX_ZONES)) {
-        return fmt::format("row {}: zone_index {} but the segment declares {} zone(s)", i, r.zone_index, h.zone_count);
-    }
-    if (!known_zone_kind(h.zones[r.zone_index].kind)) {
-        return fmt::format("row {}: zone {} has unknown kind {}", i, r.zone_index, h.zones[r.zone_index].kind);
-    }
-    return "";
-}
 
 }  // namespace
 
 std::string refusal(const Snapshot& estimates, uint32_t max_rows) {
-    const keplershm_header& h = estimates.segment->header;
-    const keplershm_frame& f = estimates.header;
-    if (h.segment_kind != KEPLERSHM_SEGMENT_ESTIMATES) {
-        return fmt::format("the segment is of kind {}, not an estimates segment (kind {})", h.segment_kind,
-                           static_cast<int>(KEPLERSHM_SEGMENT_ESTIMATES));
-    }
-    if (f.producer_generation == 0 || f.producer_sequence == 0) return "the frame answers no collector frame (producer_generation or producer_sequence is 0)";
     const Snapshot::Section* rows = estimates.find(KEPLERSHM_SECTION_ESTIMATES);
-    if (rows == nullptr) return "the frame has no estimates section";
-    if (rows->count > max_rows) return fmt::format("{} rows, more than the {} accepted", rows->count, max_rows);
-    if (rows->stride < sizeof(keplershm_estimate) || rows->bytes.size() < static_cast<size_t>(rows->count) * rows->stride) {
+    if (rows == nullptr) {
+        std::string why = keplershm::estimates_refusal(estimates.segment->header, estimates.header, {}, max_rows);
+        return why.empty() ? "the frame has no estimates section" : why;
+    }
+    // The reader's copy of the section: its rows must be where the directory says (PROTOCOL.md §8's own
+    // rules, below, need whole rows).
+    if (rows->count <= max_rows &&
+        (rows->stride < sizeof(keplershm_estimate) || rows->bytes.size() < static_cast<size_t>(rows->count) * rows->stride)) {
         return fmt::format("estimates section of stride {} for {} rows in {} bytes", rows->stride, rows->count, rows->bytes.size());
     }
-    // Energy over the answered interval (copied from the collector frame); without one, a megawatt for 1000 s.
-    const double seconds = f.interval_end_ns > f.interval_start_ns ? static_cast<double>(f.interval_end_ns - f.interval_start_ns) / 1e9 : 1000;
-    std::set<std::tuple<uint32_t, uint32_t, uint32_t, uint64_t>> keys;
-    bool node_row = false, platform_row = false;
-    for (uint32_t i = 0; i < rows->count; ++i) {
-        keplershm_estimate r;  // one copy: every field is read once
-        std::memcpy(&r, rows->bytes.data() + static_cast<size_t>(i) * rows->stride, sizeof r);
-        if (std::string why = row_refusal(r, i, h, kMaxWatts * seconds); !why.empty()) return why;
-        if (!keys.emplace(r.zone_index, r.workload_index, r.pid, r.start_time_ticks).second) {
-            return fmt::format("row {}: a second row for zone {:#x}, workload {:#x}, process {}", i, r.zone_index, r.workload_index, r.pid);
-        }
-        if (r.workload_index != kNoIndex || r.pid != 0) continue;
-        if (r.zone_index == kNoIndex) node_row = true;
-        else platform_row |= platform_kind(h.zones[r.zone_index].kind);
-    }
-    if (node_row && platform_row) return "both a whole-node row and a platform zone row (the node would count twice)";
-    return "";
+    const keplershm::Records<keplershm_estimate> records(rows->bytes.data(), rows->count, rows->stride);
+    return keplershm::estimates_refusal(estimates.segment->header, estimates.header, records, max_rows);
 }
 
 struct EstimatesBoard::Source {
