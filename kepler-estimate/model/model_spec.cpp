@@ -14,7 +14,7 @@ namespace kepler_estimate {
 namespace {
 
 bool valid_name(std::string_view name) {
-    if (name.empty() || name.size() > 64) return false;
+    if (name.empty() || name.size() > kMaxModelName) return false;
     return std::all_of(name.begin(), name.end(), [](char c) {
         return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
     });
@@ -60,7 +60,7 @@ ModelSpec parse_model_spec(std::string_view text) {
     ModelSpec spec;
     spec.name = std::string(text.substr(0, eq));
     if (!valid_name(spec.name)) {
-        throw std::invalid_argument(fmt::format("model name \"{}\" must be 1-64 of [A-Za-z0-9_.-]", spec.name));
+        throw std::invalid_argument(fmt::format("model name \"{}\" must be 1-{} of [A-Za-z0-9_.-]", spec.name, kMaxModelName));
     }
     const std::string_view body = text.substr(eq + 1);
     const size_t colon = body.find(':');

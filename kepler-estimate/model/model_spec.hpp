@@ -11,6 +11,9 @@
 
 namespace kepler_estimate {
 
+/// A model's name: 1 to kMaxModelName characters of [A-Za-z0-9_.-].
+inline constexpr size_t kMaxModelName = 64;
+
 /// One configured model. Plain value.
 struct ModelSpec {
     enum class Kind { measured, curve, xgboost, external, kepler, kepler_db };

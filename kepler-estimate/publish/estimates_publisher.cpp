@@ -6,17 +6,15 @@
 #include <stdexcept>
 
 #include "keplershm/estimates.hpp"
+#include "model/model_spec.hpp"
 
 namespace kepler_estimate {
 
 namespace {
 
-constexpr uint32_t kNoIndex = 0xffffffffu;
-constexpr size_t kMaxPrefix = 200 - 1 - 64;  // a segment name is at most 200; '-' and a 64-byte model name follow
-
-bool segment_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
-}
+constexpr uint32_t kNoIndex = keplershm::kNoEstimateIndex;
+// PREFIX-<model> must be a segment name for the longest model name too.
+constexpr size_t kMaxPrefix = keplershm::kMaxSegmentName - 1 - kMaxModelName;
 
 /// The zones of one answer in the order the model gave them, each once (a model that named a zone twice
 /// has its energy added up: an estimates answer has at most one row per zone).
@@ -60,8 +58,13 @@ keplershm_estimate row(uint32_t zone, uint32_t workload, uint64_t uj, double sec
 }  // namespace
 
 std::string estimates_segment_name(const std::string& prefix, const std::string& model) {
-    if (prefix.empty() || prefix.size() > kMaxPrefix || prefix.front() == '.' ||
-        !std::all_of(prefix.begin(), prefix.end(), segment_char)) {
+    bool usable = prefix.size() <= kMaxPrefix;
+    try {
+        keplershm::check_segment_name(prefix);
+    } catch (const keplershm::Error&) {
+        usable = false;
+    }
+    if (!usable) {
         throw std::invalid_argument(fmt::format(
             "--publish-estimates \"{}\": the prefix must be 1-{} of [A-Za-z0-9._-], not starting with '.' (segments are "
             "named PREFIX-<model>)", prefix, kMaxPrefix));

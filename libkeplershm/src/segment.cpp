@@ -38,7 +38,7 @@ void read_identity(int fd, const std::string& name, dev_t& device, ino_t& inode,
 }  // namespace
 
 void validate_segment_name(const std::string& name) {
-    const bool length_ok = !name.empty() && name.size() <= 200;
+    const bool length_ok = !name.empty() && name.size() <= kMaxSegmentName;
     bool chars_ok = length_ok && name.front() != '.';
     for (char c : name) {
         chars_ok = chars_ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -46,7 +46,8 @@ void validate_segment_name(const std::string& name) {
     }
     if (!chars_ok) {
         fail(KEPLERSHM_E_INVALID_ARGUMENT,
-             "segment name '{}' invalid: use 1-200 characters of [A-Za-z0-9._-], not starting with '.'", name);
+             "segment name '{}' invalid: use 1-{} characters of [A-Za-z0-9._-], not starting with '.'", name,
+             kMaxSegmentName);
     }
 }
 
@@ -168,3 +169,9 @@ void publish_segment_name(const std::string& temporary, const std::string& name,
 void unlink_segment(const std::string& name) noexcept { bip::shared_memory_object::remove(name.c_str()); }
 
 }  // namespace keplershm::detail
+
+namespace keplershm {
+
+void check_segment_name(const std::string& name) { detail::validate_segment_name(name); }
+
+}  // namespace keplershm

@@ -129,6 +129,13 @@ template <size_t N>
     return {field, n};
 }
 
+/// Segment names: 1 to kMaxSegmentName characters of [A-Za-z0-9._-], not starting with '.' (a file in
+/// /dev/shm that no path trick can leave).
+inline constexpr size_t kMaxSegmentName = 200;
+/// Throws Error (KEPLERSHM_E_INVALID_ARGUMENT) saying the rule when `name` breaks it; writers and readers
+/// check every name this way.
+void check_segment_name(const std::string& name);
+
 // ------------------------------------------------------------------------------------------------
 // Writer
 // ------------------------------------------------------------------------------------------------

@@ -55,6 +55,7 @@ double zone_rows_joules(const std::vector<keplershm_estimate>& rows) {
 
 TEST(EstimatesPublisher, ABadPrefixIsRefusedWithTheRule) {
     EXPECT_EQ(estimates_segment_name("node-1.est", "curve"), "node-1.est-curve");
+    EXPECT_NO_THROW(EstimatesPublisher(std::string(135, 'x'))) << "135 + '-' + a 64-character model name is 200";
     for (const std::string& bad : std::vector<std::string>{"", ".hidden", "a/b", "sp ace", std::string(136, 'x')}) {
         try {
             EstimatesPublisher publisher(bad);
