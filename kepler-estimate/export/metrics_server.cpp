@@ -2,9 +2,16 @@
 
 #include <CivetServer.h>
 #include <fmt/format.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 #include <zlib.h>
 
+#include <atomic>
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 namespace kepler_estimate {
@@ -121,8 +128,54 @@ MetricsServer::MetricsServer(const std::string& listen, Render render)
     server_->addHandler("/metrics", handler_.get());
 }
 
+namespace {
+
+/// Opens a TCP connection to host:port and closes it at once (a bounded attempt: 100 ms).
+void knock(const std::string& host, const std::string& port) {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    addrinfo* found = nullptr;
+    if (getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0) return;
+    for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+        const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) continue;
+        const timeval limit{0, 100'000};
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);  // bounds connect() on Linux
+        const bool connected = connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+        close(fd);
+        if (connected) break;
+    }
+    freeaddrinfo(found);
+}
+
+}  // namespace
+
+// close() (civetweb's mg_stop) sets the stop flag and joins the listening thread, which looks at the flag
+// only when its poll() returns: in 2 s quanta in civetweb 1.15, so every stop took up to 2 s (a pod's
+// termination, every test that starts an estimator). A connection to the port ends the poll at once, so
+// a knocker connects until close() returns; a knock that lands before the flag is set is served as an
+// empty connection that the knocker has already closed.
 MetricsServer::~MetricsServer() {
-    if (server_) server_->close();  // joins the workers before the handler they call goes away
+    if (!server_) return;
+    const size_t colon = listen_.rfind(':');
+    std::string host = colon == std::string::npos ? "" : listen_.substr(0, colon);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
+    if (host == "::") host = "::1";
+    const std::vector<int> ports = server_->getListeningPorts();
+    // SYNC POINT: `closed` is stored after close() returned and read by the knocker between knocks;
+    // seq_cst, nothing else is shared.
+    std::atomic<bool> closed{false};
+    std::thread knocker([&] {
+        while (!ports.empty() && !closed.load()) {
+            knock(host, std::to_string(ports.front()));
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+    });
+    server_->close();  // joins the workers before the handler they call goes away
+    closed.store(true);
+    knocker.join();
 }
 
 std::string MetricsServer::bound_address() const {
