@@ -23,6 +23,7 @@ struct ModelSet::Entry {
     std::string fingerprint;                   // of the files the running model (or last failure) came from
     std::string state;                         // why there is no model, or "" when there is one
     ModelReport report;
+    std::string version;                       // named in its published estimates: the kind and the model file
     std::map<ZoneKind, std::deque<double>> ape;  // recent absolute percentage errors
     bool answered = false;                     // gave energy for the latest frame
     std::optional<std::string> refused;        // for the latest frame's node
@@ -54,6 +55,7 @@ ModelSet::ModelSet(std::vector<ModelSpec> specs, std::optional<std::string> prim
         entry->spec = spec;
         entry->report.name = spec.name;
         entry->report.kind = std::string(to_string(spec.kind));
+        entry->version = spec.path.empty() ? entry->report.kind : entry->report.kind + " " + spec.path.filename().string();
         if (spec.kind == ModelSpec::Kind::measured) entry->model = make_measured_model();
         if (spec.kind == ModelSpec::Kind::curve) entry->model = make_curve_model(spec.name, spec.curve);
         if (spec.kind == ModelSpec::Kind::external) {
@@ -306,16 +308,13 @@ ModelSetResult ModelSet::estimate(const FrameInput& in) {
     }
 
     ModelSetResult result;
+    if (chosen) {
+        result.primary = answers[*chosen];  // the one answer needed twice
+        result.primary_name = entries_[*chosen]->spec.name;
+    }
     for (size_t i = 0; i < entries_.size(); ++i) {
         if (!answers[i]) continue;
-        const ModelSpec& spec = entries_[i]->spec;
-        std::string version(to_string(spec.kind));
-        if (!spec.path.empty()) version += " " + spec.path.filename().string();
-        result.answers.push_back(ModelAnswer{spec.name, std::move(version), *answers[i]});
-    }
-    if (chosen) {
-        result.primary = std::move(answers[*chosen]);
-        result.primary_name = entries_[*chosen]->spec.name;
+        result.answers.push_back(ModelAnswer{entries_[i]->spec.name, entries_[i]->version, std::move(*answers[i])});
     }
     return result;
 }
