@@ -81,8 +81,8 @@ struct kepler_cut_mark {
  */
 struct kepler_cpu_state {
     __u64 version_end;                         /* stored last by the writer, read first by user space */
-    __u64 running_since_ns;                    /* the switch-in, in bpf_ktime_get_ns() time (to within
-                                                  tens of µs: see switch_time()), 0 = unknown */
+    __u64 running_since_ns;                    /* the switch-in, in bpf_ktime_get_ns() time (to within µs,
+                                                  rarely ~200 µs: see switch_time()), 0 = unknown */
     __u32 tid;                                 /* thread id of the running task (0 = idle) */
     __u32 hw_last_valid;                       /* bit i: hw_last[i] holds a real reading */
     __u64 hw_last[KEPLER_HW_COUNTERS];         /* counter values at the last switch on this CPU */
