@@ -172,7 +172,7 @@ BpfSource::ProcessTimes BpfSource::read_marks(uint64_t boundary) {
     return at_boundary;
 }
 
-BpfSource::CpuStates BpfSource::read_cpu_states() {
+BpfSource::CpuStates BpfSource::read_cpu_states() const {
     const uint32_t cpus = program_->possible_cpus();
     const size_t stride = (sizeof(kepler_cpu_state) + 7) & ~size_t{7};  // per-CPU values are 8-byte aligned
     std::vector<uint8_t> buffer(stride * cpus);

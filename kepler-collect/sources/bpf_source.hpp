@@ -51,6 +51,13 @@ public:
 
     [[nodiscard]] const BpfProgram& program() const noexcept { return *program_; }
 
+    /// Per CPU: its state as the program last left it, or nullopt when every copy of it was torn.
+    using CpuStates = std::vector<std::optional<kepler_cpu_state>>;
+    [[nodiscard]] CpuStates read_cpu_states() const;
+    /// The clock of the program's timestamps and frame boundaries: bpf_ktime_get_ns(), the initial time
+    /// namespace's CLOCK_MONOTONIC.
+    [[nodiscard]] uint64_t kernel_now_ns() const noexcept;
+
 private:
     struct Ledger {
         uint64_t effective_cpu_ns = 0;  // highest effective total published so far
@@ -61,16 +68,11 @@ private:
 
     using ProcessTimes = std::unordered_map<ProcessKey, uint64_t, ProcessKeyHash>;
 
-    /// Per CPU: its state at the boundary, or nullopt when every copy of it was torn.
-    using CpuStates = std::vector<std::optional<kepler_cpu_state>>;
-
-    [[nodiscard]] uint64_t kernel_now_ns() const noexcept;
     /// `kernel_ns` (bpf_ktime_get_ns() time) in this process's CLOCK_MONOTONIC.
     [[nodiscard]] uint64_t user_clock_ns(uint64_t kernel_ns) const noexcept;
     uint64_t draw_boundary();
     size_t read_entries();
     ProcessTimes read_marks(uint64_t boundary);
-    CpuStates read_cpu_states();
     ProcessTimes read_spanning(const CpuStates& states, uint64_t boundary);
     NodeCpuSample node_cpu_time(const CpuStates& states, uint64_t boundary);
     ProcessKey resolve_thread(uint32_t tid) const;

@@ -3,20 +3,16 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <sched.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
-
-#include <bpf/bpf.h>
-#include <time.h>
+#include <unistd.h>
 
 #include <array>
 #include <csignal>
-#include <optional>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -205,33 +201,6 @@ TEST(BpfSource, ProcessesSwitchingAtAHighRateAreCutAtTheBoundary) {
         << "tasks " << task << " ns, processes " << processes << " ns";
 }
 
-/// CLOCK_MONOTONIC of the initial time namespace: bpf_ktime_get_ns()'s clock.
-uint64_t kernel_monotonic_ns() {
-    int64_t offset_ns = 0;
-    const ReadResult offsets = read_text_file("/proc/self/timens_offsets", 4096);
-    for (std::string_view line : split_lines(offsets.text)) {
-        const std::vector<std::string_view> f = split_fields(line);  // "monotonic <s> <ns>"
-        if (f.size() == 3 && f[0] == "monotonic") {
-            offset_ns = std::stoll(std::string(f[1])) * 1'000'000'000 + std::stoll(std::string(f[2]));
-        }
-    }
-    timespec now{};
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return static_cast<uint64_t>(now.tv_sec * 1'000'000'000LL + now.tv_nsec - offset_ns);
-}
-
-/// This CPU's state as the program last left it; nullopt when the copy was torn.
-std::optional<kepler_cpu_state> cpu_state(const BpfProgram& program, int cpu) {
-    const size_t stride = (sizeof(kepler_cpu_state) + 7) & ~size_t{7};
-    std::vector<uint8_t> buffer(stride * program.possible_cpus());
-    const uint32_t zero = 0;
-    if (bpf_map_lookup_elem(program.cpu_states_fd(), &zero, buffer.data()) != 0) return std::nullopt;
-    kepler_cpu_state s;
-    std::memcpy(&s, buffer.data() + static_cast<size_t>(cpu) * stride, sizeof s);
-    if (s.version_begin != s.version_end) return std::nullopt;
-    return s;
-}
-
 // Between boundaries the program stamps switches with the scheduler's clock translated to the boundary
 // clock (switch_time() in kepler_account.bpf.h). This thread's switch-in at each wake-up must lie between
 // a reading of that clock before it went to sleep and one after its state was read, to within the
@@ -248,10 +217,10 @@ TEST(BpfSource, SwitchInTimesAreOnTheBoundaryClock) {
     (void)source.sample();  // a boundary published and passed: from its mark on, switches are translated
     int checked = 0;
     for (int i = 0; i < 200; ++i) {
-        const uint64_t before = kernel_monotonic_ns();
+        const uint64_t before = source.kernel_now_ns();
         usleep(500);  // switched out, and back in at the wake-up
-        const std::optional<kepler_cpu_state> s = cpu_state(source.program(), cpu);
-        const uint64_t after = kernel_monotonic_ns();
+        const std::optional<kepler_cpu_state> s = source.read_cpu_states().at(static_cast<size_t>(cpu));
+        const uint64_t after = source.kernel_now_ns();
         if (!s || s->tid != static_cast<uint32_t>(gettid())) continue;  // torn, or not the latest switch-in
         EXPECT_GE(s->running_since_ns + 2'000'000, before) << "wake-up " << i;
         EXPECT_LE(s->running_since_ns, after + 2'000'000) << "wake-up " << i;
