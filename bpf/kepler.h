@@ -81,8 +81,7 @@ struct kepler_cut_mark {
  */
 struct kepler_cpu_state {
     __u64 version_end;                         /* stored last by the writer, read first by user space */
-    __u64 running_since_ns;                    /* the switch-in, in bpf_ktime_get_ns() time (to within µs,
-                                                  rarely ~200 µs: see switch_time()), 0 = unknown */
+    __u64 running_since_ns;                    /* bpf_ktime_get_ns() of the switch-in, 0 = unknown */
     __u32 tid;                                 /* thread id of the running task (0 = idle) */
     __u32 hw_last_valid;                       /* bit i: hw_last[i] holds a real reading */
     __u64 hw_last[KEPLER_HW_COUNTERS];         /* counter values at the last switch on this CPU */
@@ -98,11 +97,6 @@ struct kepler_cpu_state {
      * boundary (with the running slice's part before it), so user space cuts it exactly there. */
     __u64 marked_boundary_ns;
     __u64 task_at_mark_ns;
-    /* The scheduler's clock of this CPU (rq->clock, free to read at sched_switch) translated to
-     * bpf_ktime_get_ns() time: ktime = rq clock + clock_offset_ns (mod 2^64), measured at the rq clock
-     * value clock_calibrated_ns (0 = never). For the program only. */
-    __u64 clock_offset_ns;
-    __u64 clock_calibrated_ns;
     __u64 version_begin;                       /* stored first by the writer, read last by user space */
 };
 

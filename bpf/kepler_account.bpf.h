@@ -277,59 +277,20 @@ static __always_inline void record_running(struct kepler_cpu_state *cpu, __u32 t
     cpu->tid = tid;
 }
 
-/*
- * The time of this switch in bpf_ktime_get_ns() time. bpf_ktime_get_ns() costs a third of this program
- * (~60 ns in a VM), while the scheduler has just stamped the switch with its own clock (rq->clock,
- * updated at the start of __schedule). So the rq clock is translated with an offset measured at the
- * precise reads, and the precise clock is read only
- *   - while a boundary is pending on this CPU (published and not yet marked by a slice ending here):
- *     every decision "before or after the boundary" is then made on the precise clock, exactly as
- *     without the translation (at 1 s frames that is a few switches per CPU per frame);
- *   - when the translation is older than KEPLER_CLOCK_RECALIBRATE_NS or the rq clock is unknown (0).
- * A precise read stamps the switch later than the rq clock did by however long __schedule took to get
- * to the tracepoint (µs; measured up to 214 µs here, more if the hypervisor stalls the vCPU in between),
- * so the offset kept is the smallest seen since the last forced recalibration: the read that lagged
- * least. A translated time is then early by its own switch's lag and late by that one's. Outside a
- * pending boundary this CPU has already marked the current boundary at a precise time, so every later
- * switch here is after it: a translated time is never taken below it, and every charge on this CPU stays
- * on the same side of the boundary for its process as for the CPU. Otherwise it only becomes a
- * switch-in time (running_since_ns), which every reader then uses as the same one value.
- */
-#define KEPLER_CLOCK_RECALIBRATE_NS 1000000000ULL /* the clocks drift apart by ≤ 500 ppm (NTP's limit) */
-
-static __always_inline __u64 switch_time(struct kepler_cpu_state *cpu, __u64 rq_clock, __u64 boundary)
-{
-    bool boundary_pending = boundary != 0 && cpu->marked_boundary_ns != boundary;
-    bool calibrated = rq_clock != 0 && cpu->clock_calibrated_ns != 0 && rq_clock >= cpu->clock_calibrated_ns &&
-                      rq_clock - cpu->clock_calibrated_ns < KEPLER_CLOCK_RECALIBRATE_NS;
-    if (calibrated && !boundary_pending) {
-        __u64 translated = rq_clock + cpu->clock_offset_ns;
-        return translated > boundary ? translated : boundary;
-    }
-    __u64 now = bpf_ktime_get_ns();
-    __u64 offset = now - rq_clock; /* mod 2^64: the rq clock may be ahead of ktime */
-    if (rq_clock != 0 && (!calibrated || (__s64)(offset - cpu->clock_offset_ns) < 0)) {
-        cpu->clock_offset_ns = offset;
-        cpu->clock_calibrated_ns = rq_clock;
-    }
-    return now;
-}
-
 /* prev is current: its task_struct's address, its tgid << 32 | pid and its se.sum_exec_runtime, each
- * read by the flavour the cheapest way it can (from typed arguments, bpf_get_current_pid_tgid() is a
- * call that cost ~20 ns); next_tid is the thread switched to (0: this CPU's idle task); rq_clock is this
- * CPU's scheduler clock at this switch (0 where the flavour cannot read it cheaply). */
-static __always_inline int on_switch(__u64 prev_address, __u64 pid_tgid, __u64 prev_runtime, __u32 next_tid,
-                                     __u64 rq_clock)
+ * read by the flavour the cheapest way it can (from typed arguments; bpf_get_current_pid_tgid() and
+ * bpf_get_current_task() are calls that cost ~20 ns each); next_tid is the thread switched to (0: this
+ * CPU's idle task). */
+static __always_inline int on_switch(__u64 prev_address, __u64 pid_tgid, __u64 prev_runtime, __u32 next_tid)
 {
     __u32 zero = 0;
     struct kepler_cpu_state *cpu = bpf_map_lookup_elem(&cpu_states, &zero);
     if (!cpu)
         return 0;
-    __u64 boundary = current_boundary();
+    __u64 now = bpf_ktime_get_ns();
+    __u64 boundary = current_boundary(); /* after `now`: see current_boundary() */
     struct kepler_proc_stats *stats = NULL;
     __u64 version = begin_state_write(cpu);
-    __u64 now = switch_time(cpu, rq_clock, boundary);
 
     if ((pid_tgid >> 32) != 0) /* tgid 0: the idle task, not a process */
         stats = account_current(cpu, prev_address, pid_tgid, now, prev_runtime, boundary);

@@ -147,8 +147,8 @@ TEST(BpfSource, ChildrenSharingACpuAreCutAtOneBoundary) {
 }
 
 /// Two processes on one CPU handing a byte back and forth through two pipes: ~10^5 context switches a
-/// second, so nearly every slice starts on the translated scheduler clock (switch_time() in
-/// kepler_account.bpf.h) and a slice spans nearly every boundary.
+/// second, so slices end all the time, also while the source reads its maps, and a slice spans nearly
+/// every boundary.
 class PingPongPair {
 public:
     explicit PingPongPair(int cpu) {
@@ -201,10 +201,10 @@ TEST(BpfSource, ProcessesSwitchingAtAHighRateAreCutAtTheBoundary) {
         << "tasks " << task << " ns, processes " << processes << " ns";
 }
 
-// Between boundaries the program stamps switches with the scheduler's clock translated to the boundary
-// clock (switch_time() in kepler_account.bpf.h). This thread's switch-in at each wake-up must lie between
-// a reading of that clock before it went to sleep and one after its state was read, to within the
-// translation's lag (µs; 2 ms allowed: a hypervisor stalling the vCPU inside __schedule adds to it).
+// The program stamps each switch-in on the boundaries' clock (bpf_ktime_get_ns()), which user space uses
+// for the part of a running slice before a boundary. This thread's switch-in at each wake-up must lie
+// between a reading of that clock before it went to sleep and one after its state was read (2 ms
+// allowed: a hypervisor stalling the vCPU between the two readings and the switch).
 TEST(BpfSource, SwitchInTimesAreOnTheBoundaryClock) {
     SKIP_WITHOUT_BPF();
     BpfSource source(BpfOptions{});
@@ -214,7 +214,7 @@ TEST(BpfSource, SwitchInTimesAreOnTheBoundaryClock) {
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);
     ASSERT_EQ(sched_setaffinity(0, sizeof set, &set), 0);
-    (void)source.sample();  // a boundary published and passed: from its mark on, switches are translated
+    (void)source.sample();  // a boundary published and passed, as in service
     int checked = 0;
     for (int i = 0; i < 200; ++i) {
         const uint64_t before = source.kernel_now_ns();
