@@ -85,6 +85,18 @@ std::vector<std::string_view> split_fields(std::string_view text, std::string_vi
     return fields;
 }
 
+std::vector<std::string_view> split_cmdline(std::string_view cmdline) {
+    std::vector<std::string_view> args;
+    size_t pos = 0;
+    while (pos < cmdline.size()) {
+        size_t end = cmdline.find('\0', pos);
+        if (end == std::string_view::npos) end = cmdline.size();  // the last argument, unterminated
+        args.push_back(cmdline.substr(pos, end - pos));
+        pos = end + 1;
+    }
+    return args;
+}
+
 std::vector<std::string_view> split_lines(std::string_view text) {
     std::vector<std::string_view> lines;
     size_t pos = 0;

@@ -44,6 +44,10 @@ struct ReadResult {
 /// Splits on any run of `separators`; empty fields are dropped.
 [[nodiscard]] std::vector<std::string_view> split_fields(std::string_view text, std::string_view separators = " \t\n");
 
+/// The arguments of a /proc/<pid>/cmdline (NUL-terminated each); empty arguments are kept, so an
+/// option's value stays next to its option.
+[[nodiscard]] std::vector<std::string_view> split_cmdline(std::string_view cmdline);
+
 /// Splits into lines (without the '\n'); a trailing newline makes no empty last line.
 [[nodiscard]] std::vector<std::string_view> split_lines(std::string_view text);
 

@@ -38,6 +38,7 @@ keplershm_workload to_record(const CgroupWorkload& w, const PodIndex* pods, bool
     r.runtime = id.runtime;
     r.cgroup_id = w.cgroup_id;
     keplershm::set_text(r.container_id, id.container_id);
+    keplershm::set_text(r.container_name, id.container_name);  // Kubernetes' name below wins
     keplershm::set_text(r.pod_uid, id.pod_uid);
     keplershm::set_text(r.vm_id, id.vm_id);
     keplershm::set_text(r.vm_name, id.vm_name);

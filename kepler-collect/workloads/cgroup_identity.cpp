@@ -197,7 +197,7 @@ ChosenCgroup choose_cgroup(const std::vector<CgroupLine>& lines) {
 
 QemuIdentity parse_qemu_cmdline(std::string_view cmdline) {
     QemuIdentity q;
-    const std::vector<std::string_view> args = split_fields(cmdline, std::string_view("\0", 1));
+    const std::vector<std::string_view> args = split_cmdline(cmdline);
     if (args.empty()) return q;
     std::string_view program = args[0].substr(args[0].rfind('/') == std::string_view::npos ? 0 : args[0].rfind('/') + 1);
     q.is_qemu = starts_with(program, "qemu-system-") || program == "qemu-kvm" || program == "kvm";

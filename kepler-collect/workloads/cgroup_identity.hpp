@@ -26,6 +26,7 @@ struct WorkloadIdentity {
     uint32_t kind = KEPLERSHM_WORKLOAD_SYSTEM;     // enum keplershm_workload_kind
     uint32_t runtime = KEPLERSHM_RUNTIME_UNKNOWN;  // enum keplershm_runtime
     std::string container_id;                      // without runtime prefix ("docker-", "cri-containerd-")
+    std::string container_name;                    // the runtime's own name (podman), when it is known
     std::string pod_uid;                           // dashed form, as the API server spells it
     std::string qos;                               // "guaranteed", "burstable" or "besteffort" (pods only)
     std::string vm_name;

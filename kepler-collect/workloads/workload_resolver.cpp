@@ -59,7 +59,7 @@ CgroupMounts parse_cgroup_mounts(std::string_view mountinfo) {
 }
 
 WorkloadResolver::WorkloadResolver(std::string proc_root, uint32_t refresh_samples)
-    : proc_root_(std::move(proc_root)), refresh_samples_(refresh_samples == 0 ? 1 : refresh_samples) {
+    : proc_root_(std::move(proc_root)), refresh_samples_(refresh_samples == 0 ? 1 : refresh_samples), names_(proc_root_) {
     mounts_ = parse_cgroup_mounts(read_text_file(proc_root_ + "/self/mountinfo", 1 << 20).text);
     auto kernel = std::make_shared<CgroupWorkload>();
     kernel->path.push_back('/');  // (not = "/": GCC 12 -Wrestrict false positive)
@@ -71,7 +71,7 @@ std::shared_ptr<const CgroupWorkload> WorkloadResolver::resolve(ProcessActivity&
     if (p.flags & KEPLERSHM_PROC_KERNEL) return kernel_;
     Cached& c = cache_[p.key];
     const bool moved = p.cgroup_id != 0 && c.source_cgroup_id != 0 && p.cgroup_id != c.source_cgroup_id;
-    if (!c.workload || moved || sample_ - c.resolved_at >= refresh_samples_) {
+    if (!c.workload || moved || c.stale || sample_ - c.resolved_at >= refresh_samples_) {
         if (auto fresh = read_workload(p)) {
             c.workload = std::move(fresh);
             if (p.cgroup_id != 0) by_cgroup_id_[p.cgroup_id] = c.workload;
@@ -82,6 +82,7 @@ std::shared_ptr<const CgroupWorkload> WorkloadResolver::resolve(ProcessActivity&
         }
         c.resolved_at = sample_;
         c.source_cgroup_id = p.cgroup_id;
+        c.stale = false;
     }
     c.used_at = sample_;
     if (p.cgroup_id == 0 && c.workload) p.cgroup_id = c.workload->cgroup_id;
@@ -89,13 +90,40 @@ std::shared_ptr<const CgroupWorkload> WorkloadResolver::resolve(ProcessActivity&
 }
 
 void WorkloadResolver::end_sample() {
+    update_names();
     ++sample_;
     if (sample_ % 64 != 0) return;
     std::erase_if(cache_, [&](const auto& item) { return sample_ - item.second.used_at > 2 * refresh_samples_; });
     if (by_cgroup_id_.size() > 65536) by_cgroup_id_.clear();  // bound it; live cgroups are learned again
 }
 
-std::shared_ptr<const CgroupWorkload> WorkloadResolver::read_workload(const ProcessActivity& p) const {
+void WorkloadResolver::name_container(WorkloadIdentity& identity) {
+    if (identity.runtime != KEPLERSHM_RUNTIME_PODMAN || identity.container_id.empty()) return;
+    if (const std::string* name = names_.find(identity.container_id)) {
+        identity.container_name = *name;
+    } else {
+        name_missing_ = true;
+    }
+}
+
+void WorkloadResolver::update_names() {
+    const bool scan_due = !last_scan_ || sample_ - *last_scan_ >= refresh_samples_;
+    if (name_missing_ && scan_due) {
+        name_learned_ = names_.scan() || name_learned_;
+        last_scan_ = sample_;
+    }
+    if (name_learned_) {  // re-resolve the unnamed at their next sight rather than in refresh_samples_
+        for (auto& [key, cached] : cache_) {
+            const WorkloadIdentity* id = cached.workload ? &cached.workload->identity : nullptr;
+            if (id != nullptr && id->runtime == KEPLERSHM_RUNTIME_PODMAN && id->container_name.empty()) {
+                cached.stale = true;
+            }
+        }
+    }
+    name_missing_ = name_learned_ = false;
+}
+
+std::shared_ptr<const CgroupWorkload> WorkloadResolver::read_workload(const ProcessActivity& p) {
     const std::string base = fmt::format("{}/{}", proc_root_, p.key.tgid);
     const ReadResult cgroup = read_text_file(base + "/cgroup", 64 * 1024);
     if (!cgroup.ok()) return nullptr;
@@ -107,8 +135,11 @@ std::shared_ptr<const CgroupWorkload> WorkloadResolver::read_workload(const Proc
     w->path = std::move(chosen.path);
     w->identity = std::move(chosen.identity);
 
-    // qemu: the VM's name and UUID are on its command line (libvirt or hand-started).
     const std::string_view comm(p.comm.data(), strnlen(p.comm.data(), p.comm.size()));
+    if (comm == "conmon") name_learned_ = names_.learn(read_text_file(base + "/cmdline", 64 * 1024).text) || name_learned_;
+    name_container(w->identity);
+
+    // qemu: the VM's name and UUID are on its command line (libvirt or hand-started).
     if (starts_with(comm, "qemu") || comm == "kvm" || w->identity.kind == KEPLERSHM_WORKLOAD_VM) {
         const QemuIdentity q = parse_qemu_cmdline(read_text_file(base + "/cmdline", 256 * 1024).text);
         if (q.is_qemu) {

@@ -5,12 +5,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "sources/process_source.hpp"
 #include "workloads/cgroup_identity.hpp"
+#include "workloads/container_names.hpp"
 
 namespace kepler::collect {
 
@@ -31,7 +33,11 @@ struct CgroupMounts {
 
 /// Caches one resolution per process; re-resolves when the eBPF source reports another cgroup id
 /// (the process moved) and every `refresh_samples` samples. A process already gone from /proc gets the
-/// workload last seen for its cgroup id. Not thread-safe.
+/// workload last seen for its cgroup id. podman containers are named from their conmon's command line:
+/// learned when a conmon process is resolved (a new container's conmon is in the sample that sees it
+/// start), and by a scan of /proc for conmon processes when a podman container has no name yet (at
+/// most once per `refresh_samples` samples; after a restart the conmons may be idle for hours). Not
+/// thread-safe.
 class WorkloadResolver {
 public:
     explicit WorkloadResolver(std::string proc_root = "/proc", uint32_t refresh_samples = 30);
@@ -42,7 +48,12 @@ public:
     void end_sample();
 
 private:
-    std::shared_ptr<const CgroupWorkload> read_workload(const ProcessActivity& p) const;
+    std::shared_ptr<const CgroupWorkload> read_workload(const ProcessActivity& p);
+    /// Names the container of `identity` (podman) or notes that a scan is wanted.
+    void name_container(WorkloadIdentity& identity);
+    /// Scans for names when one is missing and a scan is due; re-resolves unnamed containers when a
+    /// name was learned.
+    void update_names();
     uint64_t cgroup_inode(const std::vector<CgroupLine>& lines, const ChosenCgroup& chosen) const;
 
     struct Cached {
@@ -50,6 +61,7 @@ private:
         uint64_t source_cgroup_id = 0;
         uint64_t resolved_at = 0;
         uint64_t used_at = 0;
+        bool stale = false;  // re-resolve at the next sight (a name was learned for its container)
     };
     std::string proc_root_;
     uint32_t refresh_samples_;
@@ -60,6 +72,10 @@ private:
     // we looked (short-lived commands in containers) still finds the workload of its cgroup.
     std::unordered_map<uint64_t, std::shared_ptr<const CgroupWorkload>> by_cgroup_id_;
     uint64_t sample_ = 0;
+    ContainerNames names_;
+    bool name_missing_ = false;   // this sample resolved a podman container without a name
+    bool name_learned_ = false;   // a conmon resolved this sample named a container anew
+    std::optional<uint64_t> last_scan_;
 };
 
 }  // namespace kepler::collect

@@ -115,6 +115,17 @@ uint64_t Ledger::total_uj(const std::vector<EnergyPair>& by_zone) const noexcept
     return sum;
 }
 
+namespace {
+/// Fills the names an entry still lacks: a container is often first seen before its runtime or the
+/// API server names it (the series then change labels once, from "" to the name).
+void learn_names(ContainerEntry& c, const keplershm_workload& w, uint32_t kind) {
+    if (c.container_name.empty()) c.container_name = std::string(keplershm::get_text(w.container_name));
+    if (kind != KEPLERSHM_WORKLOAD_POD) return;
+    if (c.pod_name.empty()) c.pod_name = std::string(keplershm::get_text(w.pod_name));
+    if (c.namespace_name.empty()) c.namespace_name = std::string(keplershm::get_text(w.pod_namespace));
+}
+}  // namespace
+
 ContainerEntry& Ledger::container_for(const keplershm::FrameView& frame, uint32_t workload_index, std::string& vm_id) {
     vm_id.clear();
     const keplershm::Records<keplershm_workload> workloads = frame.workloads();
@@ -141,15 +152,15 @@ ContainerEntry& Ledger::container_for(const keplershm::FrameView& frame, uint32_
             c.container_name = c.pod_name = key;
             c.namespace_name = key == kKernel ? kKernelNamespace : kSystemNamespace;
         } else if (w != nullptr) {
-            c.container_name = std::string(keplershm::get_text(w->container_name));
             c.runtime = runtime_name(w->runtime);
+            learn_names(c, *w, kind);
             if (kind == KEPLERSHM_WORKLOAD_POD) {
-                c.pod_name = std::string(keplershm::get_text(w->pod_name));
-                c.namespace_name = std::string(keplershm::get_text(w->pod_namespace));
                 c.pod_key = std::string(keplershm::get_text(w->pod_uid));
                 if (c.pod_key.empty()) c.pod_key = c.namespace_name + "/" + c.pod_name;
             }
         }
+    } else if (w != nullptr && key != kSystem && key != kKernel) {
+        learn_names(c, *w, kind);  // names the collector learned after the container's first frame
     }
     if (!vm_id.empty()) {
         auto [vm, new_vm] = vms_.try_emplace(vm_id);

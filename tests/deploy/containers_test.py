@@ -7,7 +7,8 @@ with podman (deploy/containers/run.sh) and checks, on this machine's kernel and 
   where the segment is root:65532 0640; /metrics reachable from the host;
 - a third, ordinary container burning half a CPU (CFS quota) gets its own series in
   kepler_container_joules_total under podman's full container id, with the share of the node's dynamic
-  energy that its share of the host's busy CPU time says (so it is not inside system_processes);
+  energy that its share of the host's busy CPU time says (so it is not inside system_processes), and
+  podman's name for it as container_name;
 - kill -9 of the collector's process: podman restarts the container (restartPolicy Always), the
   estimator follows the new generation, and no counter decreases, scraped throughout.
 
@@ -266,11 +267,9 @@ class PodOnPodman(unittest.TestCase):
         line = next(l for l in after.splitlines() if l.startswith("kepler_container_joules_total{") and cid in l)
         print(f"series: {line}", file=sys.stderr)
 
-    @unittest.expectedFailure
     def test_3_a_workload_container_is_named(self):
-        # Product gap (reported): kepler-collect names containers only from Kubernetes pod metadata
-        # (frame_builder.cpp: names only for KEPLERSHM_WORKLOAD_POD), so a podman container outside
-        # Kubernetes has container_name="". This fails until the collector learns names from the runtime.
+        # A podman container outside Kubernetes is named by its conmon's command line, which the collector
+        # reads in the host's /proc (workloads/container_names.cpp).
         cid = podman("inspect", "--format", "{{.Id}}", type(self).burner)
         exposition = self.scrape()
         self.assertRegex(exposition, rf'kepler_container_joules_total\{{container_id="{cid}"[^}}]*'

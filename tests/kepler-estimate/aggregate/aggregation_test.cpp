@@ -121,6 +121,28 @@ TEST(Aggregation, ExitedProcessesKeepTheirEnergyInContainerAndPod) {
     EXPECT_GE(total(est.ledger(), est.ledger().pods().at("uid-1").energy), pod_before);
 }
 
+TEST(Aggregation, NamesLearnedAfterTheFirstFrameAreKeptAndEnergyStays) {
+    // A container is often first seen before its runtime (podman's conmon) or the API server names it.
+    Feed feed(metered());
+    Estimator est(EstimatorOptions{});
+    TestFrame unnamed = cluster_frame(kSecond, 10'000'000);
+    unnamed.workloads[0].container_name = unnamed.workloads[0].pod_name = unnamed.workloads[0].pod_namespace = "";
+    unnamed.workloads[3].container_name = "";
+    ASSERT_TRUE(est.process(feed.frame(unnamed)));
+    const uint64_t c4_first = total(est.ledger(), est.ledger().containers().at("c4").energy);
+    EXPECT_EQ(est.ledger().containers().at("c4").container_name, "");
+    ASSERT_TRUE(est.process(feed.frame(cluster_frame(2 * kSecond, 10'000'000))));
+    const Ledger& l = est.ledger();
+    EXPECT_EQ(l.containers().at("c4").container_name, "docker-thing");
+    EXPECT_EQ(l.containers().at("c1").container_name, "web");
+    EXPECT_EQ(l.containers().at("c1").pod_name, "p1");
+    EXPECT_EQ(l.containers().at("c1").namespace_name, "ns1");
+    EXPECT_EQ(l.pods().at("uid-1").pod_name, "p1");
+    EXPECT_EQ(total(l, l.containers().at("c4").energy), 2 * c4_first) << "the same entry, its energy kept";
+    ASSERT_TRUE(est.process(feed.frame(unnamed)));
+    EXPECT_EQ(l.containers().at("c4").container_name, "docker-thing") << "a name is never forgotten";
+}
+
 TEST(Aggregation, CountersNeverDecreaseAcrossAWriterRestart) {
     const std::string name = unique_segment_name("restart");
     Estimator est(EstimatorOptions{});

@@ -1,0 +1,107 @@
+#include "workloads/container_names.hpp"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "common/text_io.hpp"
+
+namespace kepler::collect {
+
+namespace {
+
+constexpr size_t kMaxIdLength = 128;
+constexpr size_t kMaxNameLength = 253;  // podman refuses longer names
+constexpr size_t kMaxCmdline = 64 * 1024;
+
+bool is_hex_id(std::string_view id) {
+    return !id.empty() && id.size() <= kMaxIdLength &&
+           std::all_of(id.begin(), id.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+/// A printable name without control characters (it becomes a label value and a frame text field).
+bool is_plain_name(std::string_view name) {
+    return !name.empty() && name.size() <= kMaxNameLength &&
+           std::all_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x20 && c != 0x7f; });
+}
+
+/// The value of option `shorter`/`longer` at args[i] ("-c ID", "--cid ID", "--cid=ID"); advances i past it.
+bool option_value(const std::vector<std::string_view>& args, size_t& i, std::string_view shorter,
+                  std::string_view longer, std::string_view& value) {
+    const std::string_view arg = args[i];
+    if ((arg == shorter || arg == longer) && i + 1 < args.size()) {
+        value = args[++i];
+        return true;
+    }
+    if (starts_with(arg, longer) && arg.size() > longer.size() && arg[longer.size()] == '=') {
+        value = arg.substr(longer.size() + 1);
+        return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+ConmonIdentity parse_conmon_cmdline(std::string_view cmdline) {
+    ConmonIdentity c;
+    const std::vector<std::string_view> args = split_cmdline(cmdline);
+    if (args.empty()) return c;
+    const size_t slash = args[0].rfind('/');
+    c.is_conmon = args[0].substr(slash == std::string_view::npos ? 0 : slash + 1) == "conmon";
+    if (!c.is_conmon) return c;
+    for (size_t i = 1; i < args.size(); ++i) {
+        std::string_view value;
+        if (args[i] == "--exit-command-arg" || args[i] == "--runtime-arg") {
+            ++i;  // a value for another program (podman's cleanup, the OCI runtime): never conmon's
+        } else if (option_value(args, i, "-c", "--cid", value)) {
+            c.container_id = is_hex_id(value) ? std::string(value) : std::string();
+        } else if (option_value(args, i, "-n", "--name", value)) {
+            c.name = is_plain_name(value) ? std::string(value) : std::string();
+        }
+    }
+    return c;
+}
+
+ContainerNames::ContainerNames(std::string proc_root) : proc_root_(std::move(proc_root)) {}
+
+bool ContainerNames::learn_into(std::unordered_map<std::string, std::string>& names, std::string_view cmdline) const {
+    ConmonIdentity c = parse_conmon_cmdline(cmdline);
+    if (c.container_id.empty() || c.name.empty()) return false;
+    const auto known = names.find(c.container_id);
+    if (known != names.end()) {
+        if (known->second == c.name) return false;
+        known->second = std::move(c.name);
+        return true;
+    }
+    if (names.size() >= kMaxNames) return false;
+    names.emplace(std::move(c.container_id), std::move(c.name));
+    return true;
+}
+
+bool ContainerNames::learn(std::string_view cmdline) { return learn_into(names_, cmdline); }
+
+bool ContainerNames::scan() {
+    std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir(proc_root_.c_str()), closedir);
+    if (!dir) return false;  // keep what is known: the next scan may list /proc again
+    std::unordered_map<std::string, std::string> found;
+    while (const dirent* entry = readdir(dir.get())) {
+        if (!parse_u64(entry->d_name)) continue;
+        const std::string base = proc_root_ + "/" + entry->d_name;
+        if (read_text_file(base + "/comm", 64).text != "conmon\n") continue;
+        learn_into(found, read_text_file(base + "/cmdline", kMaxCmdline).text);
+    }
+    const bool changed = std::any_of(found.begin(), found.end(), [this](const auto& item) {
+        const auto known = names_.find(item.first);
+        return known == names_.end() || known->second != item.second;
+    });
+    names_ = std::move(found);
+    return changed;
+}
+
+const std::string* ContainerNames::find(const std::string& container_id) const {
+    const auto known = names_.find(container_id);
+    return known == names_.end() ? nullptr : &known->second;
+}
+
+}  // namespace kepler::collect

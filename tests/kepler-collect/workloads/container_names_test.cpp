@@ -1,0 +1,142 @@
+// podman container names from conmon command lines (a real one captured on this kind of host, in
+// fixtures/conmon_cmdline.bin), a fake /proc of conmon processes, and the resolver naming a podman
+// container's workload whether its conmon is seen before or after the container's own processes.
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "common/text_io.hpp"
+#include "test_support.hpp"
+#include "workloads/container_names.hpp"
+#include "workloads/workload_resolver.hpp"
+
+namespace kepler::collect {
+namespace {
+
+using testing::TempDir;
+
+const std::string kCaptured = "6485e1d8c16ec63909d488ada4d4f879d51a7b6921d98fdae9f0717c332463a5";
+const std::string kIdA(64, 'a');
+const std::string kIdB(64, 'b');
+
+std::string fixture(const std::string& name) {
+    std::ifstream in(std::string(KEPLER_COLLECT_FIXTURES) + "/" + name, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in) throw std::runtime_error("missing fixture " + name);
+    return text.str();
+}
+
+/// A NUL-terminated argv as /proc/<pid>/cmdline holds it.
+std::string cmdline(std::initializer_list<std::string> args) {
+    std::string text;
+    for (const std::string& a : args) text += a + '\0';
+    return text;
+}
+
+std::string conmon(const std::string& id, const std::string& name) {
+    return cmdline({"/usr/bin/conmon", "--api-version", "1", "-c", id, "-u", id, "-n", name, "--exit-command-arg", "",
+                    "--exit-command-arg", "-n", "--exit-command-arg", "not-the-name"});
+}
+
+/// A fake /proc with conmon `pid` monitoring `id` named `name`, and the container's process `pid + 1`
+/// in podman's cgroupfs layout.
+void add_container(const TempDir& proc, int pid, const std::string& id, const std::string& name) {
+    proc.write(std::to_string(pid) + "/comm", "conmon\n");
+    proc.write(std::to_string(pid) + "/cmdline", conmon(id, name));
+    proc.write(std::to_string(pid) + "/cgroup", "1:cpu,cpuacct:/libpod_parent/conmon\n");
+    proc.write(std::to_string(pid + 1) + "/comm", "sleep\n");
+    proc.write(std::to_string(pid + 1) + "/cmdline", cmdline({"sleep", "60"}));
+    proc.write(std::to_string(pid + 1) + "/cgroup", "1:cpu,cpuacct:/libpod_parent/libpod-" + id + "\n");
+}
+
+ProcessActivity process(uint32_t pid, const std::string& comm) {
+    ProcessActivity p;
+    p.key = ProcessKey{pid, 100};
+    p.set_comm(comm);
+    return p;
+}
+
+TEST(ConmonCmdline, IdAndNameOfARealConmon) {
+    const ConmonIdentity c = parse_conmon_cmdline(fixture("conmon_cmdline.bin"));
+    EXPECT_TRUE(c.is_conmon);
+    EXPECT_EQ(c.container_id, kCaptured);
+    EXPECT_EQ(c.name, "kshm-probe");
+}
+
+TEST(ConmonCmdline, OtherProgramsAndHostileValuesNameNothing) {
+    EXPECT_FALSE(parse_conmon_cmdline(cmdline({"/usr/bin/bash", "-c", kIdA, "-n", "x"})).is_conmon);
+    EXPECT_FALSE(parse_conmon_cmdline("").is_conmon);
+    EXPECT_EQ(parse_conmon_cmdline(cmdline({"conmon", "--cid=" + kIdA, "--name=web"})).name, "web");
+    EXPECT_EQ(parse_conmon_cmdline(cmdline({"conmon", "-c", "../../etc", "-n", "x"})).container_id, "")
+        << "an id is lower-case hex";
+    EXPECT_EQ(parse_conmon_cmdline(cmdline({"conmon", "-c", kIdA, "-n", "a\nb"})).name, "") << "no control characters";
+    EXPECT_EQ(parse_conmon_cmdline(cmdline({"conmon", "-c", kIdA, "-n", std::string(300, 'x')})).name, "");
+    EXPECT_EQ(parse_conmon_cmdline(cmdline({"conmon", "-c", kIdA, "-n"})).name, "") << "an option without value";
+    const ConmonIdentity c = parse_conmon_cmdline(conmon(kIdA, "web"));
+    EXPECT_EQ(c.name, "web") << "podman's --exit-command-arg values are not conmon's options";
+}
+
+TEST(ContainerNames, AScanKnowsTheRunningConmonsOnly) {
+    TempDir proc;
+    add_container(proc, 100, kIdA, "web");
+    add_container(proc, 200, kIdB, "db");
+    proc.write("300/comm", "bash\n");  // not a conmon, whatever its command line says
+    proc.write("300/cmdline", conmon(std::string(64, 'c'), "impostor"));
+    ContainerNames names(proc.path().string());
+    EXPECT_TRUE(names.scan());
+    ASSERT_NE(names.find(kIdA), nullptr);
+    EXPECT_EQ(*names.find(kIdA), "web");
+    EXPECT_EQ(*names.find(kIdB), "db");
+    EXPECT_EQ(names.find(std::string(64, 'c')), nullptr);
+    EXPECT_FALSE(names.scan()) << "nothing new";
+    std::filesystem::remove_all(proc.path() / "200");
+    EXPECT_FALSE(names.scan());
+    EXPECT_EQ(names.find(kIdB), nullptr) << "a container that ended is forgotten";
+    EXPECT_TRUE(names.learn(conmon(kIdB, "db2")));
+    EXPECT_FALSE(names.learn(conmon(kIdB, "db2")));
+    EXPECT_EQ(*names.find(kIdB), "db2");
+}
+
+TEST(WorkloadResolver, APodmanContainerIsNamedByItsConmon) {
+    TempDir proc;
+    add_container(proc, 100, kIdA, "web");
+    WorkloadResolver resolver(proc.path().string(), 30);
+    ProcessActivity container = process(101, "sleep");
+    const auto unnamed = resolver.resolve(container);
+    ASSERT_NE(unnamed, nullptr);
+    EXPECT_EQ(unnamed->identity.runtime, static_cast<uint32_t>(KEPLERSHM_RUNTIME_PODMAN));
+    EXPECT_EQ(unnamed->identity.container_id, kIdA);
+    EXPECT_EQ(unnamed->identity.container_name, "") << "its conmon was not seen yet";
+    resolver.end_sample();  // scans /proc for conmons: a container has no name
+    EXPECT_EQ(resolver.resolve(container)->identity.container_name, "web")
+        << "named at its next sight, not after the refresh period";
+
+    add_container(proc, 200, kIdB, "db");  // a new container: its conmon is in the sample first
+    ProcessActivity monitor = process(200, "conmon");
+    ProcessActivity second = process(201, "sleep");
+    resolver.resolve(monitor);
+    EXPECT_EQ(resolver.resolve(second)->identity.container_name, "db") << "no scan needed";
+}
+
+TEST(WorkloadResolver, ScansForMissingNamesAtMostOncePerRefreshPeriod) {
+    TempDir proc;
+    add_container(proc, 100, kIdA, "web");
+    proc.write("100/comm", "not-conmon\n");  // a container whose monitor cannot be found
+    WorkloadResolver resolver(proc.path().string(), 5);
+    ProcessActivity container = process(101, "sleep");
+    resolver.resolve(container);
+    resolver.end_sample();  // the first scan finds nothing
+    proc.write("100/comm", "conmon\n");
+    for (int sample = 1; sample < 5; ++sample) {
+        EXPECT_EQ(resolver.resolve(container)->identity.container_name, "") << "sample " << sample;
+        resolver.end_sample();
+    }
+    resolver.resolve(container);
+    resolver.end_sample();  // sample 5: the next scan is due
+    EXPECT_EQ(resolver.resolve(container)->identity.container_name, "web");
+}
+
+}  // namespace
+}  // namespace kepler::collect
