@@ -86,6 +86,9 @@ def test_the_choice_is_checked_on_each_fold_it_did_not_see():
     cvs = {"early": _cv([1.0, 1.0, 1.0, 1.0, 30.0]), "late": _cv([2.0, 2.0, 2.0, 2.0, 3.0])}
     assert min(cvs, key=lambda n: cvs[n].mean_mae_w) == "late"
     assert train.choice_without_each_fold(cvs) == [("late", 2.0)] * 4 + [("early", 30.0)]
+    # Another rule sees the same folds: here one that keeps "late" whatever the errors.
+    assert train.choice_without_each_fold(cvs, lambda fold_maes: "late") == [("late", 2.0)] * 4 + [("late", 3.0)]
+    assert train.lowest_mean({"a": [1.0, 3.0], "b": [2.0, 2.0]}) == "a", "ties: the first listed"
 
 
 def test_monotone_constraints_cover_physical_features_only():

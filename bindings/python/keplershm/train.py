@@ -116,22 +116,27 @@ def evaluate_zone(X, y, time_s, names, candidates, rounds=ROUNDS, folds=FOLDS, s
     """Blocked CV of every candidate on one zone's rows, the choice, and the chosen one's random split."""
     cvs = OrderedDict((c.name, blocked_cv(fit_predict_with(candidate_params(c, names), rounds), X, y, time_s, folds))
                       for c in candidates)
-    chosen = min(cvs, key=lambda name: cvs[name].mean_mae_w)  # ties: the first listed
+    chosen = lowest_mean({name: [f.mae_w for f in cv.folds] for name, cv in cvs.items()})
     params = candidate_params(CANDIDATES[chosen], names)
     split = random_split(fit_predict_with(params, rounds), X, y, seed)
     return ZoneResult(len(y), chosen, cvs[chosen], split, cvs, params)
 
 
-def choice_without_each_fold(cvs):
-    """[(candidate, its MAE on the fold)] per fold: the candidate train would choose (lowest mean MAE, ties
-    the first listed) from the *other* folds' errors, and how it does on the fold it did not look at. The
-    chosen candidate's own folds are optimistic, since the choice saw them; these are not, on that count."""
+def lowest_mean(fold_maes):
+    """train's choice: the candidate with the lowest mean fold MAE (ties: the first listed), from
+    {candidate: [MAE per fold]}."""
+    return min(fold_maes, key=lambda name: float(np.mean(fold_maes[name])))
+
+
+def choice_without_each_fold(cvs, choose=lowest_mean):
+    """[(candidate, its MAE on the fold)] per fold: the candidate `choose` (train's rule by default) picks
+    from the *other* folds' errors, and how it does on the fold it did not look at. The chosen candidate's
+    own folds are optimistic, since the choice saw them; these are not, on that count."""
     fold_count = len(next(iter(cvs.values())).folds)
     picks = []
     for held_out in range(fold_count):
-        def mean_elsewhere(name):
-            return float(np.mean([f.mae_w for f in cvs[name].folds if f.index != held_out]))
-        name = min(cvs, key=mean_elsewhere)
+        elsewhere = {name: [f.mae_w for f in cv.folds if f.index != held_out] for name, cv in cvs.items()}
+        name = choose(elsewhere)
         picks.append((name, cvs[name].folds[held_out].mae_w))
     return picks
 
