@@ -151,12 +151,23 @@ int kepler_repair(void *ctx)
 
 /* ---- tp_btf flavour ---------------------------------------------------------------------------- */
 
+/* The scheduler clock of the CPU `prev` is switching out on: __schedule() has updated it under the run
+ * queue lock it still holds. Reached through the task's CFS run queue (the per-CPU `runqueues` symbol
+ * needs CONFIG_KALLSYMS_ALL); 0 without group scheduling, and from a faulting load (plain loads through
+ * typed pointers read 0 instead of faulting), which makes on_switch() read the precise clock. */
+static __always_inline __u64 rq_clock_btf(struct task_struct *prev)
+{
+    if (!bpf_core_field_exists(prev->se.cfs_rq))
+        return 0;
+    return prev->se.cfs_rq->rq->clock;
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(kepler_switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
     /* Typed arguments: plain loads, no bpf_probe_read_kernel() calls on the hottest path. */
     __u64 pid_tgid = ((__u64)prev->tgid << 32) | (__u32)prev->pid;
-    return on_switch((__u64)prev, pid_tgid, prev->se.sum_exec_runtime, next->pid);
+    return on_switch((__u64)prev, pid_tgid, prev->se.sum_exec_runtime, next->pid, rq_clock_btf(prev));
 }
 
 SEC("tp_btf/softirq_entry")
@@ -195,7 +206,7 @@ SEC("raw_tp/sched_switch")
 int BPF_PROG(kepler_switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
     return on_switch((__u64)prev, bpf_get_current_pid_tgid(), BPF_CORE_READ(prev, se.sum_exec_runtime),
-                     BPF_CORE_READ(next, pid));
+                     BPF_CORE_READ(next, pid), 0);
 }
 
 SEC("raw_tp/softirq_entry")
@@ -235,7 +246,7 @@ int kepler_switch_tp(struct trace_event_raw_sched_switch *ctx)
 {
     struct task_struct *prev = (struct task_struct *)bpf_get_current_task();
     return on_switch((__u64)prev, bpf_get_current_pid_tgid(), BPF_CORE_READ(prev, se.sum_exec_runtime),
-                     ctx->next_pid);
+                     ctx->next_pid, 0);
 }
 
 SEC("tracepoint/irq/softirq_entry")

@@ -81,7 +81,8 @@ struct kepler_cut_mark {
  */
 struct kepler_cpu_state {
     __u64 version_end;                         /* stored last by the writer, read first by user space */
-    __u64 running_since_ns;                    /* bpf_ktime_get_ns() of the switch-in, 0 = unknown */
+    __u64 running_since_ns;                    /* the switch-in in bpf_ktime_get_ns() time (see
+                                                  sample_clock() in kepler_account.bpf.h), 0 = unknown */
     __u32 tid;                                 /* thread id of the running task (0 = idle) */
     __u32 hw_last_valid;                       /* bit i: hw_last[i] holds a real reading */
     __u64 hw_last[KEPLER_HW_COUNTERS];         /* counter values at the last switch on this CPU */
@@ -97,6 +98,13 @@ struct kepler_cpu_state {
      * boundary (with the running slice's part before it), so user space cuts it exactly there. */
     __u64 marked_boundary_ns;
     __u64 task_at_mark_ns;
+    /* For the program only: this CPU's scheduler clock (rq->clock) translated to bpf_ktime_get_ns()
+     * time, from the last two offsets measured (ktime - rq clock, mod 2^64) at precise reads. */
+    __u64 clock_sampled_at_ns;                 /* rq clock of the last sample, 0 = none */
+    __u64 clock_last_offset_ns;                /* the last sample's offset */
+    __u64 clock_offset_ns;                     /* the translation, when clock_trusted */
+    __u32 clock_trusted;                       /* the last two samples agreed */
+    __u32 clock_reserved;
     __u64 version_begin;                       /* stored first by the writer, read last by user space */
 };
 

@@ -277,20 +277,79 @@ static __always_inline void record_running(struct kepler_cpu_state *cpu, __u32 t
     cpu->tid = tid;
 }
 
+/*
+ * The time of this switch in bpf_ktime_get_ns() time. bpf_ktime_get_ns() costs about a third of this
+ * program in a VM (~60 ns: a retpolined call to the clocksource), while __schedule() has just stamped the
+ * switch with the CPU's scheduler clock (rq->clock, updated under the run-queue lock before it picks the
+ * next task). So the rq clock is translated by an offset measured at precise reads (ktime - rq clock),
+ * and the precise clock is read only
+ *   - while a boundary is pending on this CPU (published, and no task slice has ended here after it):
+ *     every "before or after the boundary" decision is then made on the precise clock, exactly as
+ *     without the translation; later switches here are all after the boundary (a translated time is
+ *     never taken below it);
+ *   - when the last sample is older than KEPLER_CLOCK_SAMPLE_NS, or the last two samples disagree.
+ * A sample is late by however long __schedule() took from its clock update to the tracepoint: ~1 µs
+ * when it switches to a task, up to hundreds of µs when it switches to idle (it balances load first,
+ * so those are not sampled), and milliseconds when the hypervisor stalls the vCPU in between. A
+ * translation from one stalled sample would then stamp every switch late by that stall until the next
+ * one (measured: a CPU credited 1–5.5 ms more than the interval). So a translation is trusted only when
+ * the last two samples agree within KEPLER_CLOCK_AGREE_NS, and it is the smaller of them. The two clocks
+ * run at rates a few 0.01 ppm apart here (sched_clk against ktime in /sys/kernel/debug/sched/debug), so
+ * two samples 10 ms apart agree to well under 1 µs; a clock being slewed fast (chrony corrects large
+ * offsets at up to 8%) makes them disagree, and every switch then reads the precise clock. A translated
+ * time is early by its own switch's lag (the scheduler's time of the switch, not the tracepoint's).
+ */
+#define KEPLER_CLOCK_SAMPLE_NS 10000000ULL /* a precise read at least every 10 ms per busy CPU */
+#define KEPLER_CLOCK_AGREE_NS 5000LL
+
+static __always_inline void sample_clock(struct kepler_cpu_state *cpu, __u64 rq_clock, __u64 now)
+{
+    __u64 offset = now - rq_clock; /* mod 2^64: the rq clock may be ahead of ktime */
+    __s64 change = (__s64)(offset - cpu->clock_last_offset_ns);
+    bool recent = cpu->clock_sampled_at_ns != 0 && rq_clock >= cpu->clock_sampled_at_ns &&
+                  rq_clock - cpu->clock_sampled_at_ns <= 2 * KEPLER_CLOCK_SAMPLE_NS;
+    cpu->clock_trusted = recent && change <= KEPLER_CLOCK_AGREE_NS && change >= -KEPLER_CLOCK_AGREE_NS;
+    cpu->clock_offset_ns = change < 0 ? offset : cpu->clock_last_offset_ns;
+    cpu->clock_last_offset_ns = offset;
+    cpu->clock_sampled_at_ns = rq_clock;
+}
+
+/* Whether this switch may be stamped with the translated rq clock (see sample_clock()). */
+static __always_inline bool translation_usable(const struct kepler_cpu_state *cpu, __u64 rq_clock, __u64 boundary)
+{
+    bool boundary_pending = boundary != 0 && cpu->marked_boundary_ns != boundary;
+    return !boundary_pending && rq_clock != 0 && cpu->clock_trusted && rq_clock >= cpu->clock_sampled_at_ns &&
+           rq_clock - cpu->clock_sampled_at_ns < KEPLER_CLOCK_SAMPLE_NS;
+}
+
 /* prev is current: its task_struct's address, its tgid << 32 | pid and its se.sum_exec_runtime, each
  * read by the flavour the cheapest way it can (from typed arguments; bpf_get_current_pid_tgid() and
  * bpf_get_current_task() are calls that cost ~20 ns each); next_tid is the thread switched to (0: this
- * CPU's idle task). */
-static __always_inline int on_switch(__u64 prev_address, __u64 pid_tgid, __u64 prev_runtime, __u32 next_tid)
+ * CPU's idle task); rq_clock is this CPU's scheduler clock at this switch (0 where the flavour cannot
+ * read it cheaply: every switch then reads the precise clock). */
+static __always_inline int on_switch(__u64 prev_address, __u64 pid_tgid, __u64 prev_runtime, __u32 next_tid,
+                                     __u64 rq_clock)
 {
     __u32 zero = 0;
     struct kepler_cpu_state *cpu = bpf_map_lookup_elem(&cpu_states, &zero);
     if (!cpu)
         return 0;
-    __u64 now = bpf_ktime_get_ns();
-    __u64 boundary = current_boundary(); /* after `now`: see current_boundary() */
     struct kepler_proc_stats *stats = NULL;
     __u64 version = begin_state_write(cpu);
+    __u64 boundary = current_boundary();
+    __u64 now;
+    if (translation_usable(cpu, rq_clock, boundary)) {
+        /* This CPU has marked `boundary`, so the switch is after it; a later boundary is published at
+         * least 50 µs ahead, and a translated time is late by a sample's lag (µs) at most. */
+        now = rq_clock + cpu->clock_offset_ns;
+        if (now < boundary)
+            now = boundary;
+    } else {
+        now = bpf_ktime_get_ns();
+        boundary = current_boundary(); /* again, after `now`: see current_boundary() */
+        if (rq_clock != 0 && next_tid != 0) /* switching to idle may balance load first: no sample */
+            sample_clock(cpu, rq_clock, now);
+    }
 
     if ((pid_tgid >> 32) != 0) /* tgid 0: the idle task, not a process */
         stats = account_current(cpu, prev_address, pid_tgid, now, prev_runtime, boundary);
