@@ -1,4 +1,4 @@
-// Recorder: appends frames to a recording file in the protocol's own bytes (format in keplershm.h).
+// Recorder: appends frames to a recording file in the protocol's own bytes (format in keplershm_layout.h).
 #include <fcntl.h>
 #include <unistd.h>
 

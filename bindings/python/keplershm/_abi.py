@@ -1,4 +1,4 @@
-"""ctypes mirrors of the structs in keplershm.h, and the import-time check that they match the library.
+"""ctypes mirrors of the structs in keplershm.h and keplershm_layout.h, and the import-time check that they match the library.
 
 The mirrors are what the C ABI passes by pointer (views, drafts, options, infos) plus the record
 structs. The record mirrors are compared field by field with the layout that the *loaded library*

@@ -1,7 +1,7 @@
 """Record layouts built from the field schema a segment or recording publishes.
 
 Every segment carries a table of (record type, field name, type, offset, count, unit), generated from
-keplershm.h when the producer was built. Records are decoded with that table and the stride each
+keplershm_layout.h when the producer was built. Records are decoded with that table and the stride each
 frame's section reports, never with offsets compiled into these bindings: a newer producer that
 appended fields, or an older one with smaller records, is read correctly, and the extra fields of a
 newer one simply appear.

@@ -1,6 +1,6 @@
 // keplershm.hpp — C++ API of libkeplershm: Writer, Reader, Recorder and frame views.
 //
-// The byte layout is the one of keplershm.h; this API adds RAII, exceptions for broken input and
+// The byte layout is the one of keplershm_layout.h; this API adds RAII, exceptions for broken input and
 // typed access to sections. Objects are not thread-safe: use one per thread (several readers of the
 // same segment in one process are fine).
 #pragma once
@@ -278,7 +278,7 @@ struct RecorderOptions {
 
 class RecorderImpl;
 
-/// Appends frames to a recording file in the protocol's own format (see keplershm.h).
+/// Appends frames to a recording file in the protocol's own format (see keplershm_layout.h).
 class Recorder {
 public:
     Recorder(const std::string& path, const RecorderOptions& options = {});
