@@ -339,8 +339,10 @@ static __always_inline int on_switch(__u64 prev_address, __u64 pid_tgid, __u64 p
     __u64 boundary = current_boundary();
     __u64 now;
     if (translation_usable(cpu, rq_clock, boundary)) {
-        /* This CPU has marked `boundary`, so the switch is after it; a later boundary is published at
-         * least 50 µs ahead, and a translated time is late by a sample's lag (µs) at most. */
+        /* This CPU has marked `boundary`, so the switch is after it. SYNC POINT (draw_boundary() in
+         * bpf_source.cpp): a later boundary is published at least 500 µs ahead, and a translated time
+         * is late by the smaller lag of two agreeing samples (µs), so it stays before a boundary that
+         * this switch did not see. */
         now = rq_clock + cpu->clock_offset_ns;
         if (now < boundary)
             now = boundary;

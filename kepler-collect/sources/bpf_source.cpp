@@ -138,8 +138,11 @@ uint64_t BpfSource::user_clock_ns(uint64_t kernel_ns) const noexcept {
 // The boundary is published ahead of time, so that every charge at or after it sees it, and the maps
 // are read only once it has passed (see cut_boundary_ns in kepler.bpf.c).
 uint64_t BpfSource::draw_boundary() {
-    constexpr uint64_t kLead = 300'000;    // how far ahead the boundary is published
-    constexpr uint64_t kMargin = 50'000;   // still ahead after the publication, or drawn again
+    constexpr uint64_t kLead = 1'000'000;  // how far ahead the boundary is published
+    // Still ahead after the publication, or drawn again. SYNC POINT (on_switch() in kepler_account.bpf.h):
+    // a switch stamped with the translated scheduler clock before it loads this boundary may be stamped
+    // late by a clock sample's lag (µs); the margin keeps such a stamp before a boundary it did not see.
+    constexpr uint64_t kMargin = 500'000;
     constexpr int kAttempts = 8;
     uint64_t boundary = 0;
     for (int attempt = 0; attempt < kAttempts; ++attempt) {
