@@ -292,9 +292,10 @@ static __always_inline void record_running(struct kepler_cpu_state *cpu, __u32 t
  * when it switches to a task, up to hundreds of µs when it switches to idle (it balances load first,
  * so those are not sampled), and milliseconds when the hypervisor stalls the vCPU in between. A
  * translation from one stalled sample would then stamp every switch late by that stall until the next
- * one (measured: a CPU credited 1–5.5 ms more than the interval). So a translation is trusted only when
- * the last two samples agree within KEPLER_CLOCK_AGREE_NS, and it is the smaller of them. The two clocks
- * run at rates a few 0.01 ppm apart here (sched_clk against ktime in /sys/kernel/debug/sched/debug), so
+ * one (a first version that trusted one sample, withdrawn in cee906c, credited a CPU 1–5.5 ms more than
+ * the interval under load). So a translation is trusted only when the last two samples agree within
+ * KEPLER_CLOCK_AGREE_NS, and it is the smaller of them. The two clocks ran 0.06 ppm apart on the
+ * development VM (sched_clk against ktime in /sys/kernel/debug/sched/debug, 20 s apart), so
  * two samples 10 ms apart agree to well under 1 µs; a clock being slewed fast (chrony corrects large
  * offsets at up to 8%) makes them disagree, and every switch then reads the precise clock. A translated
  * time is early by its own switch's lag (the scheduler's time of the switch, not the tracepoint's).
