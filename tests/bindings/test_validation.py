@@ -76,6 +76,14 @@ def test_unknown_candidate_is_refused(recording, tmp_path):
     assert "unknown candidate(s) forest-of-dreams; there are: monotone, monotone-shallow, unconstrained, regularized" in result.stderr
 
 
+def test_train_help_names_every_candidate():
+    # cli.py does not import train (numpy, XGBoost) to build its parser, so the names are written there too.
+    result = run("train", "--help")
+    assert result.returncode == 0
+    # (argparse wraps the help text, also at hyphens: compare without any whitespace)
+    assert "(default" + ",".join(train.CANDIDATES) + ")" in "".join(result.stdout.split())
+
+
 def _cv(maes):
     folds = [validation.Fold(i, 0.0, 0.0, 10, mae, float("nan")) for i, mae in enumerate(maes)]
     return validation.BlockedCv(folds, float(np.mean(maes)), max(maes), float("nan"), None)
