@@ -151,6 +151,14 @@ void TempDir::write(const std::string& relative, const std::string& content) con
     std::filesystem::rename(temporary, file);
 }
 
+std::string fixture(const std::string& name) {
+    std::ifstream in(std::string(KEPLER_COLLECT_FIXTURES) + "/" + name, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in) throw std::runtime_error("missing fixture " + name);
+    return text.str();
+}
+
 std::string proc_stat_line(uint32_t pid, const std::string& comm, uint64_t utime, uint64_t stime, uint64_t start,
                            uint32_t ppid, uint64_t children) {
     return std::to_string(pid) + " (" + comm + ") R " + std::to_string(ppid) + " 1 1 0 -1 4194304 0 0 0 0 " +

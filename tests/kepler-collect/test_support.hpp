@@ -1,5 +1,5 @@
 // test_support.hpp — helpers shared by the kepler-collect tests: child processes with a known CPU
-// pattern, reading a process's own accounting from /proc, temporary directories, privilege checks.
+// pattern, reading a process's own accounting from /proc, temporary directories, fixtures, privilege checks.
 #pragma once
 
 #include <sys/types.h>
@@ -62,6 +62,9 @@ public:
 private:
     std::filesystem::path path_;
 };
+
+/// The bytes of tests/kepler-collect/fixtures/<name> (captured from real nodes); throws when it is missing.
+[[nodiscard]] std::string fixture(const std::string& name);
 
 /// A /proc/<pid>/stat line for a fake /proc tree, with the fields the collector reads.
 [[nodiscard]] std::string proc_stat_line(uint32_t pid, const std::string& comm, uint64_t utime, uint64_t stime,

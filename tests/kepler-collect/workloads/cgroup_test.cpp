@@ -3,25 +3,17 @@
 // command lines and mountinfo.
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
-
 #include <gtest/gtest.h>
 
 #include "common/text_io.hpp"
+#include "test_support.hpp"
 #include "workloads/cgroup_identity.hpp"
 #include "workloads/workload_resolver.hpp"
 
 namespace kepler::collect {
 namespace {
 
-std::string fixture(const std::string& name) {
-    std::ifstream in(std::string(KEPLER_COLLECT_FIXTURES) + "/" + name, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    if (!in) throw std::runtime_error("missing fixture " + name);
-    return text.str();
-}
+using testing::fixture;
 
 uint32_t kind_named(std::string_view name) {
     if (name == "pod") return KEPLERSHM_WORKLOAD_POD;

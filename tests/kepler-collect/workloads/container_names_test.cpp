@@ -1,9 +1,6 @@
 // podman container names from conmon command lines (a real one captured on this kind of host, in
 // fixtures/conmon_cmdline.bin), a fake /proc of conmon processes, and the resolver naming a podman
 // container's workload whether its conmon is seen before or after the container's own processes.
-#include <fstream>
-#include <sstream>
-
 #include <gtest/gtest.h>
 
 #include "common/text_io.hpp"
@@ -14,19 +11,12 @@
 namespace kepler::collect {
 namespace {
 
+using testing::fixture;
 using testing::TempDir;
 
 const std::string kCaptured = "6485e1d8c16ec63909d488ada4d4f879d51a7b6921d98fdae9f0717c332463a5";
 const std::string kIdA(64, 'a');
 const std::string kIdB(64, 'b');
-
-std::string fixture(const std::string& name) {
-    std::ifstream in(std::string(KEPLER_COLLECT_FIXTURES) + "/" + name, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    if (!in) throw std::runtime_error("missing fixture " + name);
-    return text.str();
-}
 
 /// A NUL-terminated argv as /proc/<pid>/cmdline holds it.
 std::string cmdline(std::initializer_list<std::string> args) {

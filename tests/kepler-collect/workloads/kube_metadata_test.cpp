@@ -1,8 +1,6 @@
 // Kubernetes metadata: saved API server and kubelet responses, and the real libcurl client against a
 // local HTTP server (pagination, bearer token, RBAC refusal, a response of megabytes).
 #include <chrono>
-#include <fstream>
-#include <sstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -17,18 +15,12 @@ namespace kepler::collect {
 namespace {
 
 using testing::FakeHttpServer;
+using testing::fixture;
 
 constexpr const char* kNginx = "7f3c2d1e0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d";
 constexpr const char* kShipper = "e1a4c0b9f27d4c1f9a3b8d6e5c4b3a29f8e7d6c5b4a39281706f5e4d3c2b1a09";
 constexpr const char* kMigrate = "3b9d0c1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c";
 constexpr const char* kCoreDns = "44aa55bb66cc77dd88ee99ff00aa11bb22cc33dd44ee55ff66aa77bb88cc99dd";
-
-std::string fixture(const std::string& name) {
-    std::ifstream in(std::string(KEPLER_COLLECT_FIXTURES) + "/" + name, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
 
 TEST(PodList, SavedApiServerPagesGiveNamesForEveryContainer) {
     PodIndex index;
