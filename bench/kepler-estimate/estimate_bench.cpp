@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "app/estimator.hpp"
+#include "app/runner.hpp"
 #include "attribute/attribution.hpp"
 #include "export/prometheus_export.hpp"
 #include "model/xgboost_model.hpp"
@@ -267,4 +268,11 @@ BENCHMARK(BM_FrameDuringScrape)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+    kepler_estimate::configure_heap();  // the heap the estimator runs with, or scrapes measure page faults
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}

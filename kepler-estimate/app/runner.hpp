@@ -12,4 +12,8 @@ namespace kepler_estimate {
 /// Thread-safe only in that `stop` may be set from a signal handler or another thread.
 int run(const Options& options, const std::atomic<bool>& stop);
 
+/// The heap as the estimator runs with it: one malloc arena, freed memory kept between scrapes. main()
+/// calls it before any thread starts; the benchmarks call it so that they measure the same heap.
+void configure_heap();
+
 }  // namespace kepler_estimate
