@@ -9,15 +9,17 @@ namespace kepler_estimate {
 namespace {
 
 /// Label values escape backslash, double quote and newline; HELP text escapes backslash and newline.
-/// Runs without anything to escape are appended whole (label values rarely have any).
+/// Runs without anything to escape are appended whole (label values rarely have any). The scan is a
+/// plain loop: string_view::find_first_of calls memchr on the set once per character, which was a
+/// tenth of the estimator's CPU with 1,000 process series scraped every second.
 void append_escaped(std::string& out, std::string_view text, bool quote) {
-    const std::string_view special = quote ? std::string_view("\\\"\n") : std::string_view("\\\n");
-    while (!text.empty()) {
-        const size_t at = text.find_first_of(special);
-        out.append(text.substr(0, at));
-        if (at == std::string_view::npos) return;
-        out += text[at] == '\n' ? "\\n" : text[at] == '"' ? "\\\"" : "\\\\";
-        text.remove_prefix(at + 1);
+    const auto special = [quote](char c) { return c == '\\' || c == '\n' || (quote && c == '"'); };
+    for (auto run = text.begin();;) {
+        const auto at = std::find_if(run, text.end(), special);
+        out.append(run, at);
+        if (at == text.end()) return;
+        out += *at == '\n' ? "\\n" : *at == '"' ? "\\\"" : "\\\\";
+        run = at + 1;
     }
 }
 
@@ -45,6 +47,9 @@ void append_value(std::string& out, double value) {
 }
 
 LabelSet::LabelSet(std::initializer_list<std::pair<std::string_view, std::string_view>> labels) {
+    size_t size = 0;  // without escapes, which are rare: one allocation instead of one per doubling
+    for (const auto& [name, value] : labels) size += name.size() + value.size() + 4;  // ,name="value"
+    text_.reserve(size);
     for (const auto& [name, value] : labels) add(name, value);
 }
 
@@ -82,9 +87,10 @@ Exposition::Family& Exposition::family(std::string_view name, std::string_view h
     return f;
 }
 
-void Exposition::append_sample(Family& family, std::string_view suffix, std::string_view labels, double value) {
+void Exposition::append_sample(Family& family, std::string_view suffix, std::string_view labels, std::string_view more,
+                               double value) {
     // Escapes are done (labels are rendered), so the line's length is known but for its value (<= 24).
-    const size_t line = family.name_.size() + suffix.size() + labels.size() + 32;
+    const size_t line = family.name_.size() + suffix.size() + labels.size() + more.size() + 32;
     if (family.chunks_.back().capacity() - family.chunks_.back().size() < line) {
         const size_t next = std::min(2 * family.chunks_.back().capacity(), kLargestChunkBytes);
         family.chunks_.emplace_back().reserve(std::max(next, line));
@@ -92,9 +98,11 @@ void Exposition::append_sample(Family& family, std::string_view suffix, std::str
     std::string& out = family.chunks_.back();
     out += family.name_;
     out += suffix;
-    if (!labels.empty()) {
+    if (!labels.empty() || !more.empty()) {
         out += '{';
         out += labels;
+        if (!labels.empty() && !more.empty()) out += ',';
+        out += more;
         out += '}';
     }
     out += ' ';
@@ -102,8 +110,10 @@ void Exposition::append_sample(Family& family, std::string_view suffix, std::str
     out += '\n';
 }
 
-void Exposition::add(Family& family, const LabelSet& labels, double value) {
-    append_sample(family, {}, labels.text(), value);
+void Exposition::add(Family& family, const LabelSet& labels, double value) { add(family, labels, LabelSet(), value); }
+
+void Exposition::add(Family& family, const LabelSet& labels, const LabelSet& more, double value) {
+    append_sample(family, {}, labels.text(), more.text(), value);
     ++family.series_;
     ++series_;
 }
@@ -120,10 +130,10 @@ void Exposition::add_histogram(Family& family, const LabelSet& labels, std::span
         le.clear();
         if (i < bounds.size()) append_value(le, bounds[i]);
         else le = "+Inf";
-        append_sample(family, "_bucket", labels.with("le", le).text(), static_cast<double>(cumulative_counts[i]));
+        append_sample(family, "_bucket", labels.text(), LabelSet{{"le", le}}.text(), static_cast<double>(cumulative_counts[i]));
     }
-    append_sample(family, "_sum", labels.text(), sum);
-    append_sample(family, "_count", labels.text(),
+    append_sample(family, "_sum", labels.text(), {}, sum);
+    append_sample(family, "_count", labels.text(), {},
                   cumulative_counts.empty() ? 0.0 : static_cast<double>(cumulative_counts.back()));
     ++family.series_;
     ++series_;

@@ -51,6 +51,9 @@ public:
     Family& family(std::string_view name, std::string_view help, MetricType type);
     /// One series `name{labels} value` of a counter or gauge family.
     void add(Family& family, const LabelSet& labels, double value);
+    /// One series whose labels are `labels` followed by `more`: an entity's labels and what its series
+    /// add (mode, source), rendered once per scrape, without a copy of the entity's labels per series.
+    void add(Family& family, const LabelSet& labels, const LabelSet& more, double value);
     /// Shorthand for family() + add() where a family has one or a few series.
     void add(std::string_view name, std::string_view help, MetricType type, const LabelSet& labels, double value);
     /// A histogram series: cumulative counts per upper bound (`bounds`, then +Inf as the last count).
@@ -66,7 +69,8 @@ public:
 
 private:
     static constexpr size_t kFirstChunkBytes = 4 * 1024, kLargestChunkBytes = 1024 * 1024;
-    void append_sample(Family& family, std::string_view suffix, std::string_view labels, double value);
+    void append_sample(Family& family, std::string_view suffix, std::string_view labels, std::string_view more,
+                       double value);
 
     std::map<std::string, Family, std::less<>> families_;  // node-based: family() references stay valid
     size_t series_ = 0;

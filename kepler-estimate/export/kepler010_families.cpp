@@ -46,9 +46,12 @@ void add_entity(Exposition& out, const LevelFamilies& f, const Context& ctx, con
     const ByKind interval = by_kind(ctx.ledger, e.interval);
     const double dt = interval_or_one(ctx.ledger);
     const LabelSet base = labels.with("state", state(ctx.ledger, e)).with("node_name", ctx.node_name);
-    for (const auto& [kind, pair] : total.zones) {
+    for (size_t k = 0; k < ByKind::kKinds; ++k) {
+        if (!total.zones[k]) continue;
+        const auto kind = static_cast<ZoneKind>(k);
+        const EnergyPair& pair = *total.zones[k];
+        const EnergyPair now = interval.zones[k].value_or(EnergyPair{});
         const LabelSet l = base.with("zone", zone_name(kind));
-        const EnergyPair& now = interval.zones.at(kind);
         const bool gpu = kind == ZoneKind::gpu;
         out.add(gpu ? *f.gpu_joules : *f.cpu_joules, l, joules(pair.dynamic_uj + pair.idle_uj));
         out.add(gpu ? *f.gpu_watts : *f.cpu_watts, l, joules(now.dynamic_uj + now.idle_uj) / dt);

@@ -30,6 +30,23 @@ std::vector<const char*> kepler07_modes(const Ledger& ledger, const ExportOption
 
 uint64_t pick(const EnergyPair& e, const char* mode) { return mode[0] == 'd' ? e.dynamic_uj : e.idle_uj; }
 
+/// A mode and the labels a level's energy series carry after the entity's own: `source` where the level
+/// has it, then `mode`. Rendered once per scrape, not copied per series.
+struct ModeLabels {
+    const char* mode;
+    LabelSet labels;
+};
+
+std::vector<ModeLabels> mode_labels(const std::vector<const char*>& modes, const std::string* source) {
+    std::vector<ModeLabels> out;
+    for (const char* mode : modes) {
+        LabelSet labels;
+        if (source != nullptr) labels.add("source", *source);
+        out.push_back({mode, labels.add("mode", mode)});
+    }
+    return out;
+}
+
 /// Kepler 0.7's usage counters: each is served only when some frame carried its metric.
 struct UsageCounter {
     uint64_t metric_bit;
@@ -81,29 +98,29 @@ LevelFamilies level_families(Exposition& out, std::string_view level) {
 
 /// kepler_<level>_joules_total, kepler_<level>_watts and kepler_<level>_<zone>_joules_total for
 /// every Kepler zone (zero where the node has no such zone).
-void add_workload(Exposition& out, const LevelFamilies& f, const Ledger& ledger, const std::vector<const char*>& modes,
+void add_workload(Exposition& out, const LevelFamilies& f, const Ledger& ledger, const std::vector<ModeLabels>& modes,
                   const LabelSet& labels, const EntityEnergy& energy) {
     const ByKind total = by_kind(ledger, energy.total);
     const ByKind interval = by_kind(ledger, energy.interval);
     const double dt = interval_or_one(ledger);
-    for (const char* mode : modes) {
-        const LabelSet l = labels.with("mode", mode);
-        out.add(*f.joules, l, joules(pick(total.total, mode)));
-        out.add(*f.watts, l, joules(pick(interval.total, mode)) / dt);
+    for (const auto& [mode, more] : modes) {
+        out.add(*f.joules, labels, more, joules(pick(total.total, mode)));
+        out.add(*f.watts, labels, more, joules(pick(interval.total, mode)) / dt);
         for (size_t i = 0; i < kWorkloadZones.size(); ++i) {
-            const auto it = total.zones.find(kWorkloadZones[i]);
-            out.add(*f.zone_joules[i], l, it == total.zones.end() ? 0.0 : joules(pick(it->second, mode)));
+            const std::optional<EnergyPair>& zone = total.zone(kWorkloadZones[i]);
+            out.add(*f.zone_joules[i], labels, more, zone ? joules(pick(*zone, mode)) : 0.0);
         }
     }
 }
 
-/// Kepler 0.7's usage counters of one entity, each only when some frame carried the metric.
-void add_usage(Exposition& out, const LevelFamilies& f, const Ledger& ledger, const LabelSet& labels, const UsageTotals& u) {
+/// Kepler 0.7's usage counters of one entity, each only when some frame carried the metric; `source`
+/// is the collector's (`source="..."`, rendered once per scrape).
+void add_usage(Exposition& out, const LevelFamilies& f, const Ledger& ledger, const LabelSet& labels,
+               const LabelSet& source, const UsageTotals& u) {
     const uint64_t mask = ledger.usage_mask();
-    const LabelSet l = labels.with("source", ledger.collector_source());
     for (size_t i = 0; i < kUsageCounters.size(); ++i) {
         const UsageCounter& c = kUsageCounters[i];
-        if (mask & c.metric_bit) out.add(*f.usage[i], l, static_cast<double>(u.*c.field) * c.scale);
+        if (mask & c.metric_bit) out.add(*f.usage[i], labels, source, static_cast<double>(u.*c.field) * c.scale);
     }
 }
 
@@ -150,15 +167,14 @@ LabelSet container_labels(const ContainerEntry& c) {
             {"container_name", clean_label(c.container_name)}, {"container_namespace", clean_label(c.namespace_name)}};
 }
 
-void add_processes(Exposition& out, const Ledger& ledger, const std::vector<const char*>& modes) {
+void add_processes(Exposition& out, const Ledger& ledger, const std::vector<ModeLabels>& modes, const LabelSet& usage_source) {
     const LevelFamilies f = level_families(out, "process");
-    const std::string source = node_source(ledger);
     for (const auto& [key, p] : exported_processes(ledger)) {
         const LabelSet labels = {{"pid", std::to_string(key.pid)}, {"start_time", std::to_string(key.start_time_ticks)},
                                  {"container_id", clean_label(p->container_id)}, {"vm_id", clean_label(p->vm_id)},
                                  {"command", clean_label(p->command)}};
-        add_workload(out, f, ledger, modes, labels.with("source", source), p->energy);
-        add_usage(out, f, ledger, labels, p->usage);
+        add_workload(out, f, ledger, modes, labels, p->energy);
+        add_usage(out, f, ledger, labels, usage_source, p->usage);
     }
 }
 
@@ -190,29 +206,32 @@ void add_kepler07(Exposition& out, const EstimatorSnapshot& est, const ExportOpt
     const Ledger& ledger = est.ledger;
     const std::vector<const char*> modes = kepler07_modes(ledger, options);
     const std::string source = node_source(ledger);
+    // Containers and processes name the power source of their energy; pods, namespaces and VMs do not.
+    const std::vector<ModeLabels> with_source = mode_labels(modes, &source), mode_only = mode_labels(modes, nullptr);
+    const LabelSet usage_source{{"source", ledger.collector_source()}};
     add_node(out, est, modes);
     const LevelFamilies containers = level_families(out, "container");
     for (const auto& [_, c] : ledger.containers()) {
         const LabelSet labels = container_labels(c);
-        add_workload(out, containers, ledger, modes, labels.with("source", source), c.energy);
-        add_usage(out, containers, ledger, labels, c.usage);
+        add_workload(out, containers, ledger, with_source, labels, c.energy);
+        add_usage(out, containers, ledger, labels, usage_source, c.usage);
     }
     const LevelFamilies pods = level_families(out, "pod");
     for (const auto& [_, p] : ledger.pods()) {
-        add_workload(out, pods, ledger, modes,
+        add_workload(out, pods, ledger, mode_only,
                      {{"pod_name", clean_label(p.pod_name)}, {"container_namespace", clean_label(p.namespace_name)}}, p.energy);
     }
     const LevelFamilies namespaces = level_families(out, "namespace");
     for (const auto& [name, n] : ledger.namespaces()) {
-        add_workload(out, namespaces, ledger, modes, {{"container_namespace", clean_label(name)}}, n);
+        add_workload(out, namespaces, ledger, mode_only, {{"container_namespace", clean_label(name)}}, n);
     }
     const LevelFamilies vms = level_families(out, "vm");
     for (const auto& [_, v] : ledger.vms()) {
         const LabelSet labels = {{"vm_id", clean_label(v.vm_id)}, {"vm_name", clean_label(v.vm_name)}};
-        add_workload(out, vms, ledger, modes, labels, v.energy);
-        add_usage(out, vms, ledger, labels, v.usage);
+        add_workload(out, vms, ledger, mode_only, labels, v.energy);
+        add_usage(out, vms, ledger, labels, usage_source, v.usage);
     }
-    if (options.process_metrics) add_processes(out, ledger, modes);
+    if (options.process_metrics) add_processes(out, ledger, with_source, usage_source);
     if (ledger.frames() > 0) add_info(out, ledger);
     add_build_info(out);
 }

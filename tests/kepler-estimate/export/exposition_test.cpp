@@ -30,6 +30,29 @@ TEST(LabelSet, EscapesBackslashQuoteAndNewlineInOrder) {
     EXPECT_EQ(families[0].metric[0].label[1].value, "say \"hi\"\nbye");
 }
 
+TEST(LabelSet, EscapesAtEitherEndAndInRuns) {
+    EXPECT_EQ(LabelSet({{"a", "\"x"}}).text(), R"(a="\"x")");
+    EXPECT_EQ(LabelSet({{"a", "x\n"}}).text(), R"(a="x\n")");
+    EXPECT_EQ(LabelSet({{"a", "\\\"\n"}}).text(), R"(a="\\\"\n")");
+    EXPECT_EQ(LabelSet({{"a", ""}, {"b", "plain"}}).text(), R"(a="",b="plain")");
+}
+
+TEST(Exposition, SeriesLabelsAreTheEntitysThenWhatTheSeriesAdds) {
+    Exposition out;
+    Exposition::Family& f = out.family("m", "help with \"quotes\" kept", MetricType::gauge);
+    const LabelSet entity = {{"pod", "p"}, {"ns", "n"}};
+    const LabelSet mode = {{"source", "s"}, {"mode", "dynamic"}};
+    out.add(f, entity, mode, 1);
+    out.add(f, entity, LabelSet(), 2);
+    out.add(f, LabelSet(), mode, 3);
+    out.add(f, LabelSet(), LabelSet(), 4);
+    EXPECT_EQ(out.text(),
+              "# HELP m help with \"quotes\" kept\n# TYPE m gauge\n"
+              "m{pod=\"p\",ns=\"n\",source=\"s\",mode=\"dynamic\"} 1\nm{pod=\"p\",ns=\"n\"} 2\n"
+              "m{source=\"s\",mode=\"dynamic\"} 3\nm 4\n");
+    EXPECT_EQ(parse_exposition(out.text()).at(0).metric.size(), 4u);
+}
+
 TEST(Exposition, FamiliesAreWholeBlocksInNameOrderAndEmptyOnesAreLeftOut) {
     Exposition out;
     Exposition::Family& zeta = out.family("zeta_total", "Z, with a \\ and a\nnewline", MetricType::counter);
