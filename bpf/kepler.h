@@ -104,7 +104,8 @@ struct kepler_cpu_state {
     __u64 clock_last_offset_ns;                /* the last sample's offset */
     __u64 clock_offset_ns;                     /* the translation, when clock_trusted */
     __u32 clock_trusted;                       /* the last two samples agreed */
-    __u32 clock_reserved;
+    __u32 clock_translated;                    /* switches stamped with the translation (mod 2^32): the
+                                                  tests' evidence that it engages */
     __u64 version_begin;                       /* stored first by the writer, read last by user space */
 };
 

@@ -347,6 +347,7 @@ static __always_inline int on_switch(__u64 prev_address, __u64 pid_tgid, __u64 p
         now = rq_clock + cpu->clock_offset_ns;
         if (now < boundary)
             now = boundary;
+        cpu->clock_translated++;
     } else {
         now = bpf_ktime_get_ns();
         boundary = current_boundary(); /* again, after `now`: see current_boundary() */
