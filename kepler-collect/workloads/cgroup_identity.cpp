@@ -17,9 +17,6 @@ bool is_hex(std::string_view s) noexcept {
     });
 }
 
-/// Runtime-prefixed ids are 64 hex digits; accept 12..128 so abbreviated or future forms still match.
-bool is_container_id(std::string_view s) noexcept { return s.size() >= 12 && s.size() <= 128 && is_hex(s); }
-
 /// Pod UIDs are UUIDs (or 32-hex config hashes for static pods); systemd spells '-' as '_'.
 bool is_pod_uid(std::string_view s) noexcept {
     return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
@@ -72,6 +69,9 @@ bool parse_libvirt_machine(std::string_view component, WorkloadIdentity& id) {
 }
 
 }  // namespace
+
+/// Runtime-prefixed ids are 64 hex digits; accept 12..128 so abbreviated or future forms still match.
+bool is_container_id(std::string_view text) noexcept { return text.size() >= 12 && text.size() <= 128 && is_hex(text); }
 
 std::vector<CgroupLine> parse_proc_cgroup(std::string_view text) {
     std::vector<CgroupLine> lines;

@@ -12,6 +12,11 @@
 
 namespace kepler::collect {
 
+/// Whether `text` is a container id as this parser extracts them from cgroup paths (12 to 128 hex
+/// digits; runtimes write 64). Other sources of ids (conmon's command line) are held to the same rule,
+/// since their ids are matched against these.
+[[nodiscard]] bool is_container_id(std::string_view text) noexcept;
+
 /// One line of /proc/<pid>/cgroup: "hierarchy-ID:controller-list:path".
 struct CgroupLine {
     uint32_t hierarchy = 0;

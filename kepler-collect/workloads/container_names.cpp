@@ -6,19 +6,14 @@
 #include <memory>
 
 #include "common/text_io.hpp"
+#include "workloads/cgroup_identity.hpp"
 
 namespace kepler::collect {
 
 namespace {
 
-constexpr size_t kMaxIdLength = 128;
 constexpr size_t kMaxNameLength = 253;  // podman refuses longer names
 constexpr size_t kMaxCmdline = 64 * 1024;
-
-bool is_hex_id(std::string_view id) {
-    return !id.empty() && id.size() <= kMaxIdLength &&
-           std::all_of(id.begin(), id.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
 
 /// A printable name without control characters (it becomes a label value and a frame text field).
 bool is_plain_name(std::string_view name) {
@@ -55,7 +50,7 @@ ConmonIdentity parse_conmon_cmdline(std::string_view cmdline) {
         if (args[i] == "--exit-command-arg" || args[i] == "--runtime-arg") {
             ++i;  // a value for another program (podman's cleanup, the OCI runtime): never conmon's
         } else if (option_value(args, i, "-c", "--cid", value)) {
-            c.container_id = is_hex_id(value) ? std::string(value) : std::string();
+            c.container_id = is_container_id(value) ? std::string(value) : std::string();
         } else if (option_value(args, i, "-n", "--name", value)) {
             c.name = is_plain_name(value) ? std::string(value) : std::string();
         }

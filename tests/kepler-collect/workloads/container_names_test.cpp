@@ -60,7 +60,10 @@ TEST(ConmonCmdline, OtherProgramsAndHostileValuesNameNothing) {
     EXPECT_FALSE(parse_conmon_cmdline("").is_conmon);
     EXPECT_EQ(parse_conmon_cmdline(cmdline({"conmon", "--cid=" + kIdA, "--name=web"})).name, "web");
     EXPECT_EQ(parse_conmon_cmdline(cmdline({"conmon", "-c", "../../etc", "-n", "x"})).container_id, "")
-        << "an id is lower-case hex";
+        << "an id is hex";
+    EXPECT_EQ(parse_conmon_cmdline(cmdline({"conmon", "-c", "abc123", "-n", "x"})).container_id, "")
+        << "shorter than any id the cgroup parser extracts (12 to 128 hex digits)";
+    EXPECT_EQ(parse_conmon_cmdline(cmdline({"conmon", "-c", std::string(129, 'a'), "-n", "x"})).container_id, "");
     EXPECT_EQ(parse_conmon_cmdline(cmdline({"conmon", "-c", kIdA, "-n", "a\nb"})).name, "") << "no control characters";
     EXPECT_EQ(parse_conmon_cmdline(cmdline({"conmon", "-c", kIdA, "-n", std::string(300, 'x')})).name, "");
     EXPECT_EQ(parse_conmon_cmdline(cmdline({"conmon", "-c", kIdA, "-n"})).name, "") << "an option without value";
