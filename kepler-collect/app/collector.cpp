@@ -142,7 +142,7 @@ public:
           edge_{monotonic_now_ns(), realtime_now_ns()},
           meter_(discover_meter(o.sysfs_root)),
           metadata_(make_metadata(o, node)),
-          resolver_(o.proc_root) {
+          resolver_(o.proc_root, WorkloadResolver::kDefaultRefreshSamples, o.docker_data_root) {
         log_info("source: {}", source_->describe());
     }
 

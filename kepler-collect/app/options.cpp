@@ -69,6 +69,9 @@ std::optional<CollectorOptions> parse_command_line(int argc, char** argv, int& e
     app.add_option("--sysfs-root", o.sysfs_root, "Root of sysfs for powercap/hwmon (tests point it at a fake tree)")
         ->capture_default_str();
     app.add_option("--proc-root", o.proc_root, "Root of procfs (the host's, with hostPID)")->capture_default_str();
+    app.add_option("--docker-data-root", o.docker_data_root,
+                   "dockerd's data root, where docker containers' names are read (containers/<id>/config.v2.json)")
+        ->capture_default_str();
     app.add_option("--node-name", o.node_name, "Node name for the header and the pod query (default $NODE_NAME, else uname)");
     app.add_option("--frames", o.frames, "Stop after this many frames (0: run until SIGTERM/SIGINT)")->capture_default_str();
 

@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <memory>
 
@@ -97,6 +99,30 @@ bool ContainerNames::scan() {
 const std::string* ContainerNames::find(const std::string& container_id) const {
     const auto known = names_.find(container_id);
     return known == names_.end() ? nullptr : &known->second;
+}
+
+std::string parse_docker_config_name(std::string_view json, std::string_view container_id) {
+    const nlohmann::json config = nlohmann::json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
+    if (!config.is_object()) return {};
+    const auto id = config.find("ID"), name = config.find("Name");
+    if (id == config.end() || !id->is_string() || id->get_ref<const std::string&>() != container_id) return {};
+    if (name == config.end() || !name->is_string()) return {};
+    std::string_view text = name->get_ref<const std::string&>();
+    if (starts_with(text, "/")) text.remove_prefix(1);
+    return is_plain_name(text) ? std::string(text) : std::string();
+}
+
+DockerNames::DockerNames(std::string containers_dir) : containers_dir_(std::move(containers_dir)) {}
+
+const std::string* DockerNames::find(const std::string& container_id) {
+    auto known = names_.find(container_id);
+    if (known == names_.end()) {
+        if (!is_container_id(container_id)) return nullptr;  // never a path outside the directory
+        if (names_.size() >= kMaxIds) names_.clear();         // live containers are read again
+        const ReadResult config = read_text_file(containers_dir_ + "/" + container_id + "/config.v2.json", kMaxConfigBytes);
+        known = names_.emplace(container_id, config.ok() ? parse_docker_config_name(config.text, container_id) : "").first;
+    }
+    return known->second.empty() ? nullptr : &known->second;
 }
 
 }  // namespace kepler::collect

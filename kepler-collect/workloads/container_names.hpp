@@ -1,7 +1,9 @@
-// container_names.hpp — the names podman gives its containers, outside Kubernetes. podman keeps them in
-// its own database; the one place a process can read them without podman's API or storage is the
-// command line of each container's monitor, conmon (`-c <container id> ... -n <name>`), which every
-// podman container has for as long as it runs.
+// container_names.hpp — the names container runtimes give their containers outside Kubernetes, read
+// without their APIs. podman keeps names in its own database; the one place a process can read them
+// without podman's API or storage is the command line of each container's monitor, conmon
+// (`-c <container id> ... -n <name>`), which every podman container has for as long as it runs. docker's
+// shim carries no name; dockerd writes each container's configuration, name included, to
+// <data-root>/containers/<id>/config.v2.json when the container is created.
 #pragma once
 
 #include <cstddef>
@@ -40,6 +42,28 @@ private:
 
     std::string proc_root_;
     std::unordered_map<std::string, std::string> names_;
+};
+
+/// The name in a docker config.v2.json: its top-level "Name" without docker's leading '/'. Empty when
+/// the text is not such a file, its "ID" is not `container_id`, or the name is not plain text.
+[[nodiscard]] std::string parse_docker_config_name(std::string_view json, std::string_view container_id);
+
+/// Container id → name, read from docker's containers directory the first time an id is asked for.
+/// An id without a readable name is remembered as such: dockerd writes the file before the container
+/// starts, so a miss means no access (the directory not mounted, another --data-root), not "too early".
+/// Not thread-safe.
+class DockerNames {
+public:
+    static constexpr size_t kMaxIds = 65536;  // bound on what a hostile set of cgroups can make us keep
+    static constexpr size_t kMaxConfigBytes = 4 << 20;  // config.v2.json is a few kB (env, mounts, health log)
+
+    explicit DockerNames(std::string containers_dir = "/var/lib/docker/containers");
+    /// The name of a docker container, nullptr when docker's files give none.
+    [[nodiscard]] const std::string* find(const std::string& container_id);
+
+private:
+    std::string containers_dir_;
+    std::unordered_map<std::string, std::string> names_;  // "" = read once, no name
 };
 
 }  // namespace kepler::collect

@@ -58,8 +58,11 @@ CgroupMounts parse_cgroup_mounts(std::string_view mountinfo) {
     return mounts;
 }
 
-WorkloadResolver::WorkloadResolver(std::string proc_root, uint32_t refresh_samples)
-    : proc_root_(std::move(proc_root)), refresh_samples_(refresh_samples == 0 ? 1 : refresh_samples), names_(proc_root_) {
+WorkloadResolver::WorkloadResolver(std::string proc_root, uint32_t refresh_samples, const std::string& docker_data_root)
+    : proc_root_(std::move(proc_root)),
+      refresh_samples_(refresh_samples == 0 ? 1 : refresh_samples),
+      names_(proc_root_),
+      docker_names_(docker_data_root + "/containers") {
     mounts_ = parse_cgroup_mounts(read_text_file(proc_root_ + "/self/mountinfo", 1 << 20).text);
     auto kernel = std::make_shared<CgroupWorkload>();
     kernel->path.push_back('/');  // (not = "/": GCC 12 -Wrestrict false positive)
@@ -98,7 +101,12 @@ void WorkloadResolver::end_sample() {
 }
 
 void WorkloadResolver::name_container(WorkloadIdentity& identity) {
-    if (identity.runtime != KEPLERSHM_RUNTIME_PODMAN || identity.container_id.empty()) return;
+    if (identity.container_id.empty() || !identity.container_name.empty()) return;
+    if (identity.runtime == KEPLERSHM_RUNTIME_DOCKER) {
+        if (const std::string* name = docker_names_.find(identity.container_id)) identity.container_name = *name;
+        return;
+    }
+    if (identity.runtime != KEPLERSHM_RUNTIME_PODMAN) return;
     if (const std::string* name = names_.find(identity.container_id)) {
         identity.container_name = *name;
     } else {

@@ -36,11 +36,15 @@ struct CgroupMounts {
 /// workload last seen for its cgroup id. podman containers are named from their conmon's command line:
 /// learned when a conmon process is resolved (a new container's conmon is in the sample that sees it
 /// start), and by a scan of /proc for conmon processes when a podman container has no name yet (at
-/// most once per `refresh_samples` samples; after a restart the conmons may be idle for hours). Not
-/// thread-safe.
+/// most once per `refresh_samples` samples; after a restart the conmons may be idle for hours). docker
+/// containers are named from `docker_data_root`/containers/<id>/config.v2.json, read once per container.
+/// Not thread-safe.
 class WorkloadResolver {
 public:
-    explicit WorkloadResolver(std::string proc_root = "/proc", uint32_t refresh_samples = 30);
+    static constexpr uint32_t kDefaultRefreshSamples = 30;
+
+    explicit WorkloadResolver(std::string proc_root = "/proc", uint32_t refresh_samples = kDefaultRefreshSamples,
+                              const std::string& docker_data_root = "/var/lib/docker");
 
     /// The workload of a process in this sample; fills p.cgroup_id when the source did not know it.
     std::shared_ptr<const CgroupWorkload> resolve(ProcessActivity& p);
@@ -49,7 +53,7 @@ public:
 
 private:
     std::shared_ptr<const CgroupWorkload> read_workload(const ProcessActivity& p);
-    /// Names the container of `identity` (podman) or notes that a scan is wanted.
+    /// Names the container of `identity` (podman, docker) or notes that a scan is wanted (podman).
     void name_container(WorkloadIdentity& identity);
     /// Scans for names when one is missing and a scan is due; re-resolves unnamed containers when a
     /// name was learned.
@@ -73,6 +77,7 @@ private:
     std::unordered_map<uint64_t, std::shared_ptr<const CgroupWorkload>> by_cgroup_id_;
     uint64_t sample_ = 0;
     ContainerNames names_;
+    DockerNames docker_names_;
     bool name_missing_ = false;   // this sample resolved a podman container without a name
     bool name_learned_ = false;   // a conmon resolved this sample named a container anew
     std::optional<uint64_t> last_scan_;

@@ -18,6 +18,7 @@ struct CollectorOptions {
     std::string source = "auto";                            // auto | bpf | procfs
     std::string sysfs_root = "/sys";                        // powercap and hwmon live below it
     std::string proc_root = "/proc";
+    std::string docker_data_root = "/var/lib/docker";       // dockerd's --data-root: container names
     std::string node_name;                                  // "": $NODE_NAME, else uname
     uint64_t frames = 0;                                    // stop after this many frames (0: until a signal)
 

@@ -1,6 +1,8 @@
 // podman container names from conmon command lines (a real one captured on this kind of host, in
 // fixtures/conmon_cmdline.bin), a fake /proc of conmon processes, and the resolver naming a podman
 // container's workload whether its conmon is seen before or after the container's own processes.
+// docker container names from config.v2.json (a real one written by dockerd 20.10, Debian 12's, in
+// fixtures/docker_config.v2.json) in a fake docker data root.
 #include <gtest/gtest.h>
 
 #include "common/text_io.hpp"
@@ -129,6 +131,69 @@ TEST(WorkloadResolver, ScansForMissingNamesAtMostOncePerRefreshPeriod) {
     resolver.resolve(container);
     resolver.end_sample();  // sample 5: the next scan is due
     EXPECT_EQ(resolver.resolve(container)->identity.container_name, "web");
+}
+
+const std::string kDockerCaptured = "0a18ea4eb590f26f07f5eae806d2fdc549638d5aa109cad1d200f972fa6f47d3";
+
+TEST(DockerConfig, NameOfARealConfigV2) {
+    EXPECT_EQ(parse_docker_config_name(fixture("docker_config.v2.json"), kDockerCaptured), "kshm-web");
+}
+
+TEST(DockerConfig, OtherFilesAndHostileValuesNameNothing) {
+    const auto config = [](const std::string& id, const std::string& name_json) {
+        return R"({"ID":")" + id + R"(","Name":)" + name_json + "}";
+    };
+    EXPECT_EQ(parse_docker_config_name(config(kIdA, R"("/web")"), kIdA), "web");
+    EXPECT_EQ(parse_docker_config_name(config(kIdA, R"("web")"), kIdA), "web") << "the slash is docker's habit";
+    EXPECT_EQ(parse_docker_config_name(config(kIdB, R"("/web")"), kIdA), "") << "another container's file";
+    EXPECT_EQ(parse_docker_config_name(config(kIdA, "42"), kIdA), "");
+    EXPECT_EQ(parse_docker_config_name(config(kIdA, R"("/a
+b")"), kIdA), "") << "no control characters";
+    EXPECT_EQ(parse_docker_config_name(config(kIdA, "\"/" + std::string(300, 'x') + "\""), kIdA), "");
+    EXPECT_EQ(parse_docker_config_name(R"({"ID":")" + kIdA + R"(","Name":"/web")", kIdA), "") << "cut short";
+    EXPECT_EQ(parse_docker_config_name("[1,2]", kIdA), "");
+    EXPECT_EQ(parse_docker_config_name("", kIdA), "");
+    EXPECT_EQ(parse_docker_config_name(std::string(100000, '['), kIdA), "") << "deep nesting is a parse error, not a crash";
+}
+
+/// A fake docker data root holding `id`'s config.v2.json with `name`, and a fake /proc with the
+/// container's process `pid` in docker's cgroupfs layout (as on this host: /docker/<id>).
+void add_docker_container(const TempDir& docker, const TempDir& proc, int pid, const std::string& id,
+                          const std::string& name) {
+    docker.write("containers/" + id + "/config.v2.json", R"({"StreamConfig":{},"ID":")" + id + R"(","Name":"/)" + name + R"("})");
+    proc.write(std::to_string(pid) + "/comm", "sleep\n");
+    proc.write(std::to_string(pid) + "/cgroup", "4:cpu,cpuacct:/docker/" + id + "\n");
+}
+
+TEST(DockerNames, ReadOnceAndBoundedToContainerIds) {
+    TempDir docker;
+    docker.write("containers/" + kIdA + "/config.v2.json", R"({"ID":")" + kIdA + R"(","Name":"/web"})");
+    DockerNames names((docker.path() / "containers").string());
+    ASSERT_NE(names.find(kIdA), nullptr);
+    EXPECT_EQ(*names.find(kIdA), "web");
+    EXPECT_EQ(names.find(kIdB), nullptr) << "no file";
+    docker.write("containers/" + kIdB + "/config.v2.json", R"({"ID":")" + kIdB + R"(","Name":"/db"})");
+    EXPECT_EQ(names.find(kIdB), nullptr) << "a miss is remembered: dockerd writes the file before the container starts";
+    EXPECT_EQ(names.find("../../etc"), nullptr) << "never a path outside the directory";
+    docker.write("containers/" + kIdA.substr(0, 12) + "/config.v2.json", std::string(DockerNames::kMaxConfigBytes + 1, ' '));
+    EXPECT_EQ(names.find(kIdA.substr(0, 12)), nullptr) << "a file over the size bound is refused, not read";
+}
+
+TEST(WorkloadResolver, ADockerContainerIsNamedFromItsConfig) {
+    TempDir docker, proc;
+    add_docker_container(docker, proc, 100, kIdA, "web");
+    WorkloadResolver resolver(proc.path().string(), 30, docker.path().string());
+    ProcessActivity container = process(100, "sleep");
+    const auto workload = resolver.resolve(container);
+    ASSERT_NE(workload, nullptr);
+    EXPECT_EQ(workload->identity.runtime, static_cast<uint32_t>(KEPLERSHM_RUNTIME_DOCKER));
+    EXPECT_EQ(workload->identity.container_id, kIdA);
+    EXPECT_EQ(workload->identity.container_name, "web");
+
+    proc.write("200/comm", "sleep\n");
+    proc.write("200/cgroup", "4:cpu,cpuacct:/docker/" + kIdB + "\n");  // no config: another data root
+    ProcessActivity unnamed = process(200, "sleep");
+    EXPECT_EQ(resolver.resolve(unnamed)->identity.container_name, "");
 }
 
 }  // namespace
