@@ -16,7 +16,7 @@ namespace kepler::collect {
 /// A conmon command line (NUL-separated /proc/<pid>/cmdline): the container id and name it monitors.
 struct ConmonIdentity {
     bool is_conmon = false;
-    std::string container_id;  // as conmon's -c / --cid gives it (hex, at most 128 characters)
+    std::string container_id;  // as conmon's -c / --cid gives it (is_container_id(): 12 to 128 hex digits)
     std::string name;          // -n / --name (at most 253 characters)
 };
 [[nodiscard]] ConmonIdentity parse_conmon_cmdline(std::string_view cmdline);
