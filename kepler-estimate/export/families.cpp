@@ -11,7 +11,7 @@ double interval_or_one(const Ledger& ledger) { return ledger.interval_s() > 0 ? 
 ByKind by_kind(const Ledger& ledger, const std::vector<EnergyPair>& energy) {
     ByKind out;
     for (size_t z = 0; z < energy.size() && z < ledger.zones().size(); ++z) {
-        std::optional<EnergyPair>& slot = out.zones[static_cast<size_t>(ledger.zones()[z].kind)];
+        std::optional<EnergyPair>& slot = out.zones.at(static_cast<size_t>(ledger.zones()[z].kind));
         EnergyPair& k = slot ? *slot : slot.emplace();
         k.dynamic_uj += energy[z].dynamic_uj;
         k.idle_uj += energy[z].idle_uj;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <compare>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -11,6 +12,8 @@ namespace kepler_estimate {
 
 /// Kepler 0.7's zone names; RAPL psys and hwmon/ACPI meters both map to `platform`.
 enum class ZoneKind : uint8_t { package, core, uncore, dram, platform, gpu, other };
+/// How many kinds there are: arrays indexed by kind are this long (`other` is the last).
+inline constexpr size_t kZoneKindCount = static_cast<size_t>(ZoneKind::other) + 1;
 
 /// Socket label of a zone that a node model predicts for the whole node (MODELS.md).
 inline constexpr uint32_t kWholeNode = 0xffffffffu;
