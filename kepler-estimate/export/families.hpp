@@ -21,8 +21,7 @@ namespace kepler_estimate::families {
 /// by ZoneKind, empty where the node has no such zone: a scrape builds two per entity (22,000 series for
 /// 1,000 processes), so no allocation.
 struct ByKind {
-    static constexpr size_t kKinds = kZoneKindCount;
-    std::array<std::optional<EnergyPair>, kKinds> zones{};
+    std::array<std::optional<EnergyPair>, kZoneKindCount> zones{};
     EnergyPair total;
     [[nodiscard]] const std::optional<EnergyPair>& zone(ZoneKind kind) const { return zones.at(static_cast<size_t>(kind)); }
 };

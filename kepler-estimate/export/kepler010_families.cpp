@@ -46,7 +46,7 @@ void add_entity(Exposition& out, const LevelFamilies& f, const Context& ctx, con
     const ByKind interval = by_kind(ctx.ledger, e.interval);
     const double dt = interval_or_one(ctx.ledger);
     const LabelSet base = labels.with("state", state(ctx.ledger, e)).with("node_name", ctx.node_name);
-    for (size_t k = 0; k < ByKind::kKinds; ++k) {
+    for (size_t k = 0; k < kZoneKindCount; ++k) {
         if (!total.zones[k]) continue;
         const auto kind = static_cast<ZoneKind>(k);
         const EnergyPair& pair = *total.zones[k];
