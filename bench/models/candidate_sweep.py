@@ -155,7 +155,7 @@ def history_features(data, rows):
                 cvs = {c.name: blocked_cv(train.fit_predict_with(dict(train.candidate_params(c, columns), nthread=1),
                                                                  train.ROUNDS), X[measured], y, time_s)
                        for c in train.CANDIDATES.values()}
-                chosen = min(cvs, key=lambda n: cvs[n].mean_mae_w)
+                chosen = train.lowest_mean({n: [f.mae_w for f in cv.folds] for n, cv in cvs.items()})
                 cells.append("%.2f / %.2f (%s)" % (cvs[chosen].mean_mae_w, cvs[chosen].worst_mae_w, chosen))
             out["%s%s %s" % (group, " frame" if features else "", zone)] = cells
     return out
