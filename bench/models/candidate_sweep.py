@@ -25,7 +25,7 @@ from keplershm import train  # noqa: E402
 from keplershm.dataset import load  # noqa: E402
 from keplershm.model import select_columns  # noqa: E402
 from keplershm.schema import np  # noqa: E402
-from keplershm.validation import blocked_cv, blocked_folds  # noqa: E402
+from keplershm.validation import blocked_cv  # noqa: E402
 
 COUNTERS_AND_SOFTIRQS = ("cycles_per_s", "instructions_per_s", "cache_misses_per_s", "softirq_net_tx_per_s",
                          "softirq_net_rx_per_s", "softirq_block_per_s")
@@ -105,43 +105,22 @@ def sweep(data, rows):
     return cells, titles
 
 
-INTERPOLATION_PARTS = 5
-
-
-def part_cv(fit_predict, X, y, rows, parts=INTERPOLATION_PARTS):
-    """Predictions for `rows` (NaN elsewhere): `rows` in a seeded random order cut into `parts`, each part
-    predicted by a model trained on the other parts."""
-    pieces = np.array_split(rows[np.random.default_rng(0).permutation(len(rows))], parts)
-    predicted = np.full(len(y), np.nan)
-    for i, test in enumerate(pieces):
-        rest = np.concatenate(pieces[:i] + pieces[i + 1:])
-        predicted[test] = fit_predict(X[rest], y[rest], X[test])
-    return predicted
-
-
-def interpolation_floor(data, rows):
-    """{title: ([MAE per block, trained on the block itself], [MAE per block, trained on all rows])}: each
-    block of blocked CV predicted by models that saw the row's neighbours 3 s away: random 5-part CV
-    within the block alone (the block's own regime, nothing else), and random 5-part CV over all rows
-    with its errors grouped by block (every block, the block's own rows included); per block the lowest
-    of train's candidates. Both tasks are easier than blocked CV's, which sees none of the block; where
-    both are above a goal on a block, the goal asks more than the features carry there."""
+def floors(data, rows):
+    """{title: train.Floor}: per block of blocked CV, how well it can be predicted by models that saw its
+    rows' neighbours 3 s away (validation.neighbour_cv, the lowest of train's candidates per block): trained
+    on the block's own other rows, and on all other rows. Both tasks are easier than blocked CV's, which
+    sees nothing of the block; where both are above a goal on a block, the goal asks more than the
+    features carry there."""
     out = {}
     for group, label, features in rows:
         table = load(os.path.join(data, "nx12_rapl_abs_%s.csv" % group))
         names = train.choose_features(table, features)
         X_all = select_columns(table, names, "measured")
         for zone in ZONES:
-            y_all = table.targets[zone]
-            blocks = [block[~np.isnan(y_all[block])] for _, block in blocked_folds(table.time_s)]
-            own, pooled = [], []
-            for candidate in train.CANDIDATES.values():
-                fit_predict = train.fit_predict_with(dict(train.candidate_params(candidate, names), nthread=1),
-                                                     train.ROUNDS)
-                everywhere = part_cv(fit_predict, X_all, y_all, np.flatnonzero(~np.isnan(y_all)))
-                own.append([float(np.mean(np.abs(part_cv(fit_predict, X_all, y_all, b)[b] - y_all[b]))) for b in blocks])
-                pooled.append([float(np.mean(np.abs(everywhere[b] - y_all[b]))) for b in blocks])
-            out["%s%s %s" % (group, " frame" if features else "", zone)] = (np.min(own, axis=0), np.min(pooled, axis=0))
+            measured = ~np.isnan(table.targets[zone])
+            out["%s%s %s" % (group, " frame" if features else "", zone)] = train.neighbour_floor(
+                X_all[measured], table.targets[zone][measured], table.time_s[measured], names,
+                train.CANDIDATES.values())
     return out
 
 
@@ -198,8 +177,9 @@ def main():
         print("| %s | %s |" % (name, " | ".join(row)))
     print("\n| group and zone | trained on the block's own other rows | trained on all rows but the part |")
     print("| --- | --- | --- |")
-    for title, (own, pooled) in interpolation_floor(a.data, ROWS).items():
-        print("| %s | %s | %s |" % (title, " / ".join("%.2f" % f for f in own), " / ".join("%.2f" % f for f in pooled)))
+    for title, floor in floors(a.data, ROWS).items():
+        print("| %s | %s | %s |" % (title, " / ".join("%.2f" % f for f in floor.own_block),
+                                    " / ".join("%.2f" % f for f in floor.all_rows)))
     print("\n| group and zone | train's choice | with trailing means of CPU time over %s rows |" %
           " and ".join(str(n) for n in HISTORY_ROWS))
     print("| --- | --- | --- |")

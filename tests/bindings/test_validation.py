@@ -70,6 +70,38 @@ def test_each_row_is_predicted_by_a_model_that_never_saw_its_block():
     assert cv.worst_mae_w == cv.folds[4].mae_w and cv.mean_mae_w < cv.worst_mae_w
 
 
+def test_the_floor_tells_power_the_features_do_not_carry_from_a_failure_to_generalize():
+    # Power follows x everywhere, except in block 4, where a load the features do not see adds 0 or 40 W
+    # at random; block 5 holds x values no other block has (a new regime, but one x explains).
+    rng = np.random.default_rng(3)
+    time_s = np.arange(500.0)
+    x = np.where(time_s >= 400, rng.uniform(20, 30, 500), rng.uniform(0, 10, 500))
+    hidden = np.where((time_s >= 300) & (time_s < 400), rng.choice([0.0, 40.0], 500), 0.0)
+    X, y = x[:, None], 5 * x + hidden
+    fit_predict = train.fit_predict_with(train.candidate_params(train.CANDIDATES["unconstrained"], ["x"]), 60)
+    own, all_rows = validation.neighbour_cv(fit_predict, X, y, time_s, 5)
+    assert (own, all_rows) == validation.neighbour_cv(fit_predict, X, y, time_s, 5), "seeded: the same twice"
+    assert 15 < own[3] < 25 and 15 < all_rows[3] < 25, "about half of block 4's rows are 40 W off whatever is seen"
+    for block in (0, 1, 2, 4):
+        assert own[block] < 3, "x explains the other blocks once their neighbours are seen"
+    assert all_rows[4] < 3, "block 5's x is its own: its neighbours in x are its neighbours in time"
+    assert all([all_rows[b] > 2 * own[b] for b in (0, 1, 2)]), "block 4's rows at the same x mislead a pooled model"
+    blocked = validation.blocked_cv(fit_predict, X, y, time_s, 5)
+    assert blocked.folds[4].mae_w > 10 * own[4], "block 5: far above its floor, a failure to generalize"
+
+
+def test_analyze_cv_with_floor_reports_it_per_fold(recording, tmp_path):
+    out, table = str(tmp_path / "folds.png"), str(tmp_path / "folds.csv")
+    result = run("analyze", recording, "--cv", "--floor", "--rounds", "10", "--candidates", "monotone,unconstrained",
+                 "--out", out, "--table", table)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("floor per fold (neighbours seen): own block") == 2  # package and dram
+    rows = list(csv.DictReader(open(table)))
+    assert rows and all(float(r["floor_own_block_w"]) >= 0 and float(r["floor_all_rows_w"]) >= 0 for r in rows)
+    result = run("analyze", recording, "--model", "curve", "--floor")
+    assert result.returncode == 2 and "add --cv" in result.stderr
+
+
 def test_unknown_candidate_is_refused(recording, tmp_path):
     result = run("train", recording, "--out", str(tmp_path / "m"), "--candidates", "monotone,forest-of-dreams")
     assert result.returncode == 2

@@ -9,6 +9,9 @@ and each model's error over time, one row of panels per zone.
 With ``--cv`` it runs train's evaluation instead (:func:`keplershm.train.evaluate_table`): each
 candidate's error per contiguous fold, and a plot of measured power against each row's out-of-fold
 prediction (made by the model that never saw its block), folds marked, one row of panels per zone.
+``--floor`` adds how well each fold can be predicted at all (train.Floor: by models that saw its rows'
+neighbours): a fold far above its floor is a model failing to generalize, a high floor is power the
+features do not carry.
 """
 import csv
 import sys
@@ -94,7 +97,8 @@ def plot(table, predictions, out):
     plt.close(fig)
 
 
-FOLD_COLUMNS = ("zone", "candidate", "chosen", "fold", "start_s", "end_s", "rows", "mae_w", "mape_pct")
+FOLD_COLUMNS = ("zone", "candidate", "chosen", "fold", "start_s", "end_s", "rows", "mae_w", "mape_pct",
+                "floor_own_block_w", "floor_all_rows_w")
 
 
 def fold_rows(report):
@@ -106,13 +110,16 @@ def fold_rows(report):
         for name, cv in r.candidates.items():
             rows.extend({"zone": zone, "candidate": name, "chosen": name == r.chosen, "fold": f.index + 1,
                          "start_s": f.start_s, "end_s": f.end_s, "rows": f.rows, "mae_w": f.mae_w,
-                         "mape_pct": f.mape_pct} for f in cv.folds)
+                         "mape_pct": f.mape_pct,
+                         "floor_own_block_w": r.floor.own_block[f.index] if r.floor else None,
+                         "floor_all_rows_w": r.floor.all_rows[f.index] if r.floor else None} for f in cv.folds)
     return rows
 
 
 def plot_folds(table, report, out):
     """Per zone: measured power and every candidate's out-of-fold prediction over time, fold borders and
-    the chosen candidate's MAE per fold marked (left); each candidate's MAE per fold (right)."""
+    the chosen candidate's MAE per fold marked (left); each candidate's MAE per fold, and the floor under
+    it when evaluated (right)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -142,6 +149,10 @@ def plot_folds(table, report, out):
         for i, (name, cv) in enumerate(r.candidates.items()):
             right.bar([f.index + 1 + (i - (len(r.candidates) - 1) / 2) * width for f in cv.folds],
                       [f.mae_w for f in cv.folds], width=width, label=name)
+        if r.floor:
+            folds = [f.index + 1 for f in r.blocked_cv.folds]
+            right.plot(folds, r.floor.own_block, "k_", markersize=22, mew=2, label="floor: own block")
+            right.plot(folds, r.floor.all_rows, "kx", markersize=7, label="floor: all rows")
         right.set_title("%s MAE per fold" % zone)
         right.set_xlabel("fold (in time)")
         right.set_ylabel("W")
@@ -155,7 +166,7 @@ def cross_validate(args):
     """analyze --cv: train's blocked cross-validation, fold by fold, with its plot."""
     table = load(args.input, args.csv_cpu_time_unit)
     names, report = evaluate_table(table, args.features.split(",") if args.features else None, args.rounds, 0,
-                                   args.folds, args.candidates.split(",") if args.candidates else None)
+                                   args.folds, args.candidates.split(",") if args.candidates else None, args.floor)
     print(format_report(report, names))
     if args.table:
         write_table(fold_rows(report), args.table, FOLD_COLUMNS)
@@ -166,12 +177,14 @@ def cross_validate(args):
 
 def main(args):
     """CLI: python3 -m keplershm analyze RECORDING --model A --model B [--out png] [--table csv], or
-    analyze RECORDING --cv [--folds K] [--candidates a,b] [--features a,b]."""
+    analyze RECORDING --cv [--folds K] [--candidates a,b] [--features a,b] [--floor]."""
     if args.cv:
         if args.model:
             raise InputError("--cv evaluates train's candidates on the input; compare saved --model directories "
                              "in a separate run")
         return cross_validate(args)
+    if getattr(args, "floor", False):
+        raise InputError("--floor is part of the cross-validation: add --cv")
     if not args.model:
         raise InputError("nothing to analyze: give --model DIR (repeat for A/B) or --cv")
     table = load(args.input, args.csv_cpu_time_unit)

@@ -50,6 +50,8 @@ def _parser():
     a.add_argument("--folds", type=int, default=5, help="with --cv: contiguous time blocks (default 5)")
     a.add_argument("--candidates", help="with --cv: boosters to evaluate (default: train's)")
     a.add_argument("--features", help="with --cv: comma-separated feature names (default: every available one)")
+    a.add_argument("--floor", action="store_true", help="with --cv: also how well each fold can be predicted at all "
+                                                        "(models that saw its rows' neighbours; ~3x the time)")
     a.add_argument("--rounds", type=int, default=200, help="with --cv: boosting rounds (default 200)")
     a.add_argument("--out", default="analysis.png", help="PNG to write (default analysis.png)")
     a.add_argument("--table", help="also write the per-model error table as CSV here")

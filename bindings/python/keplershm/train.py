@@ -36,7 +36,7 @@ from .errors import InputError
 from .features import FEATURES
 from .model import FORMAT, _xgboost, feature_units, select_columns
 from .schema import np
-from .validation import FOLDS, RANDOM_TRAIN_FRACTION, blocked_cv, fold_summary, random_split, rounded
+from .validation import FOLDS, RANDOM_TRAIN_FRACTION, blocked_cv, fold_summary, neighbour_cv, random_split, rounded
 
 MIN_ROWS = 10
 PARAMS = {"objective": "reg:squarederror", "max_depth": 6, "eta": 0.1, "min_child_weight": 1, "subsample": 1.0,
@@ -51,9 +51,16 @@ CANDIDATES = OrderedDict((c.name, c) for c in [
     Candidate("regularized", {"max_depth": 4, "lambda": 10, "gamma": 5}, False),
 ])
 
-ZoneResult = namedtuple("ZoneResult", "rows chosen blocked_cv random_split candidates params")
+ZoneResult = namedtuple("ZoneResult", "rows chosen blocked_cv random_split candidates params floor")
 ZoneResult.__doc__ = """One zone's evaluation: the chosen candidate's BlockedCv and (MAE, MAPE) random
-split, every candidate's BlockedCv by name, and the XGBoost parameters of the chosen one."""
+split, every candidate's BlockedCv by name, the XGBoost parameters of the chosen one, and (when asked
+for, else None) the Floor under each fold."""
+
+Floor = namedtuple("Floor", "own_block all_rows")
+Floor.__doc__ = """Per fold, how well its rows can be predicted by models that saw their neighbours in time
+(validation.neighbour_cv), the lowest MAE of the candidates: trained on the fold's own other rows, and on
+all other rows. A fold far above its floor is a failure to generalize; a high floor, power the features
+do not carry."""
 
 
 def choose_features(table, wanted=None):
@@ -112,14 +119,23 @@ def fit_predict_with(params, rounds):
     return lambda X_train, y_train, X_test: predict(fit(X_train, y_train, rounds, params), X_test)
 
 
-def evaluate_zone(X, y, time_s, names, candidates, rounds=ROUNDS, folds=FOLDS, seed=0):
-    """Blocked CV of every candidate on one zone's rows, the choice, and the chosen one's random split."""
+def neighbour_floor(X, y, time_s, names, candidates, rounds=ROUNDS, folds=FOLDS):
+    """The Floor under each fold of one zone's rows: per fold and setting, the lowest candidate's MAE."""
+    own, all_rows = zip(*(neighbour_cv(fit_predict_with(candidate_params(c, names), rounds), X, y, time_s, folds)
+                          for c in candidates))
+    return Floor([float(v) for v in np.min(own, axis=0)], [float(v) for v in np.min(all_rows, axis=0)])
+
+
+def evaluate_zone(X, y, time_s, names, candidates, rounds=ROUNDS, folds=FOLDS, seed=0, floor=False):
+    """Blocked CV of every candidate on one zone's rows, the choice, the chosen one's random split, and
+    with `floor` the Floor under each fold (about three times the work of the rest)."""
     cvs = OrderedDict((c.name, blocked_cv(fit_predict_with(candidate_params(c, names), rounds), X, y, time_s, folds))
                       for c in candidates)
     chosen = lowest_mean({name: [f.mae_w for f in cv.folds] for name, cv in cvs.items()})
     params = candidate_params(CANDIDATES[chosen], names)
     split = random_split(fit_predict_with(params, rounds), X, y, seed)
-    return ZoneResult(len(y), chosen, cvs[chosen], split, cvs, params)
+    under = neighbour_floor(X, y, time_s, names, candidates, rounds, folds) if floor else None
+    return ZoneResult(len(y), chosen, cvs[chosen], split, cvs, params, under)
 
 
 def lowest_mean(fold_maes):
@@ -141,7 +157,7 @@ def choice_without_each_fold(cvs, choose=lowest_mean):
     return picks
 
 
-def evaluate_table(table, features=None, rounds=ROUNDS, seed=0, folds=FOLDS, candidates=None):
+def evaluate_table(table, features=None, rounds=ROUNDS, seed=0, folds=FOLDS, candidates=None, floor=False):
     """(feature names, {zone: ZoneResult, or {"skipped": reason}}) for every zone with measured power in
     `table`. Raises InputError when no feature is available or no zone has enough measured rows."""
     names = choose_features(table, features)
@@ -159,7 +175,7 @@ def evaluate_table(table, features=None, rounds=ROUNDS, seed=0, folds=FOLDS, can
                                        (int(rows.sum()), zone, need)}
             continue
         report[zone] = evaluate_zone(X_all[rows], y_all[rows], table.time_s[rows], names, chosen_candidates, rounds,
-                                     folds, seed)
+                                     folds, seed, floor)
     if not any(isinstance(r, ZoneResult) for r in report.values()):
         raise InputError("%s has no measured power with enough rows to train on: %s" % (
             table.source, "; ".join("%s: %s" % (z, r["skipped"]) for z, r in report.items()) or "no energy zones"))
@@ -241,6 +257,9 @@ def format_report(report, names):
                 "  <- chosen" if name == r.chosen else ""))
         lines.append("  %-17s random-split MAE %.2f W (MAPE %.1f %%), blocked-CV mean MAPE %.1f %%" % (
             r.chosen, r.random_split[0], r.random_split[1], r.blocked_cv.mean_mape_pct))
+        if r.floor:
+            lines.append("  floor per fold (neighbours seen): own block %s; all rows %s" % (
+                " ".join("%.2f" % v for v in r.floor.own_block), " ".join("%.2f" % v for v in r.floor.all_rows)))
     return "\n".join(lines)
 
 

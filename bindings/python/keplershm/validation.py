@@ -6,6 +6,10 @@ cross-validation: the rows in time order are cut into k contiguous blocks, and e
 by a model trained on all the others, as a user meets a model trained before (the last block), after
 (the first) or around (a middle one) a new workload. Reported per fold, as mean and as worst fold.
 
+Beside it, neighbour_cv() asks how well each block can be predicted at all: by models that saw the
+neighbours of its rows (3 s away on Kepler's data). Where even that is far off, the block's power is not
+in the features, and no model of them should be expected to do better on unseen time.
+
 Everything here is seeded and deterministic: the same rows give the same numbers twice.
 """
 from collections import namedtuple
@@ -16,6 +20,7 @@ from .schema import np
 FOLDS = 5
 RANDOM_TRAIN_FRACTION = 0.8
 MIN_FOLD_ROWS = 2  # fewer rows per block cannot say anything about a block
+NEIGHBOUR_PARTS = 5
 
 Fold = namedtuple("Fold", "index start_s end_s rows mae_w mape_pct")
 Fold.__doc__ = "One held-out block: its time range (interval ends, s), rows and the model's error on it."
@@ -66,6 +71,29 @@ def random_split(fit_predict, X, y, seed=0, fraction=RANDOM_TRAIN_FRACTION):
     cut = int(n * fraction)
     train, test = shuffled[:cut], shuffled[cut:]
     return errors(y[test], fit_predict(X[train], y[train], X[test]))
+
+
+def _part_predictions(fit_predict, X, y, rows, parts):
+    """Predictions for `rows` (NaN elsewhere): `rows` in a seeded random order cut into `parts`, each part
+    predicted by a model trained on the others."""
+    pieces = [p for p in np.array_split(rows[np.random.default_rng(0).permutation(len(rows))], min(parts, len(rows)))
+              if len(p)]
+    predicted = np.full(len(y), np.nan)
+    for i, test in enumerate(pieces):
+        rest = np.concatenate(pieces[:i] + pieces[i + 1:])
+        predicted[test] = fit_predict(X[rest], y[rest], X[test])
+    return predicted
+
+
+def neighbour_cv(fit_predict, X, y, time_s, folds=FOLDS, parts=NEIGHBOUR_PARTS):
+    """([MAE per block], [MAE per block]) over blocked_folds()' blocks, each row predicted by a model that
+    saw its neighbours in time: random `parts`-part CV within the block alone (the first list: the block's
+    own regime and nothing else), and over all rows with the errors grouped by block (the second: every
+    block, the row's own block included). Both are easier than blocked CV, which sees nothing of the block."""
+    blocks = [test for _, test in blocked_folds(time_s, folds)]
+    everywhere = _part_predictions(fit_predict, X, y, np.arange(len(y)), parts)
+    own = [errors(y[b], _part_predictions(fit_predict, X, y, b, parts)[b])[0] for b in blocks]
+    return own, [errors(y[b], everywhere[b])[0] for b in blocks]
 
 
 def rounded(value, digits):
