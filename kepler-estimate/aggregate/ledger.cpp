@@ -211,13 +211,7 @@ void Ledger::note_node_usage(const keplershm::FrameView& frame) {
     cpu_usage_ratio_ = all > 0 ? static_cast<double>(busy) / static_cast<double>(all) : 0.0;
 }
 
-void Ledger::add_frame(const keplershm::FrameView& frame, const Attribution& attribution, const std::string& source) {
-    const uint64_t now = frame.interval_end_ns();
-    interval_s_ = static_cast<double>(frame.interval_end_ns() - frame.interval_start_ns()) / 1e9;
-    ++frames_;
-    begin_interval(now);
-    note_node_usage(frame);
-
+std::vector<size_t> Ledger::add_node_energy(const Attribution& attribution, const std::string& source, uint64_t now) {
     std::vector<size_t> slots;
     for (const ZoneShares& s : attribution.zones) {
         slots.push_back(zone_slot(s.node.zone));
@@ -225,83 +219,101 @@ void Ledger::add_frame(const keplershm::FrameView& frame, const Attribution& att
         node_sources_[slots.back()] = source;
     }
     node_.last_seen_ns = now;
+    return slots;
+}
 
+Ledger::FrameWorkloads Ledger::present_workloads(const keplershm::FrameView& frame, uint64_t now) {
     // Every workload the collector lists is present, with or without activity this interval.
     const keplershm::Records<keplershm_workload> workloads = frame.workloads();
-    std::vector<ContainerEntry*> by_workload(workloads.size());
-    std::vector<VmEntry*> vm_by_workload(workloads.size());
+    FrameWorkloads out{std::vector<ContainerEntry*>(workloads.size()), std::vector<VmEntry*>(workloads.size()), nullptr};
     std::string vm_id;
     for (uint32_t w = 0; w < workloads.size(); ++w) {
-        by_workload[w] = &container_for(frame, w, vm_id);
-        by_workload[w]->energy.last_seen_ns = now;
+        out.containers[w] = &container_for(frame, w, vm_id);
+        out.containers[w]->energy.last_seen_ns = now;
         if (!vm_id.empty()) {
-            vm_by_workload[w] = &vms_[vm_id];
-            vm_by_workload[w]->energy.last_seen_ns = now;
+            out.vms[w] = &vms_[vm_id];
+            out.vms[w]->energy.last_seen_ns = now;
         }
     }
-    ContainerEntry& system = container_for(frame, KEPLERSHM_NO_WORKLOAD, vm_id);
-    ContainerEntry& unaccounted = containers_[kUnaccounted];
-    if (unaccounted.container_id.empty()) {
-        unaccounted.container_id = unaccounted.container_name = unaccounted.pod_name = kUnaccounted;
-        unaccounted.namespace_name = kSystemNamespace;
+    out.system = &container_for(frame, KEPLERSHM_NO_WORKLOAD, vm_id);
+    return out;
+}
+
+ContainerEntry& Ledger::fixed_container(const char* name, const char* namespace_name, uint64_t now) {
+    ContainerEntry& c = containers_[name];
+    c.container_id = c.container_name = c.pod_name = name;
+    c.namespace_name = namespace_name;
+    c.energy.last_seen_ns = now;
+    return c;
+}
+
+ProcessEntry& Ledger::process_entry(const keplershm_process& p) {
+    auto [it, fresh] = processes_.try_emplace(ProcessKey{p.pid, p.start_time_ticks});
+    if (fresh) {
+        it->second.command = std::string(keplershm::get_text(p.comm));
+        if (exported_processes_ < options_.process_series_cap) {
+            it->second.exported = true;
+            ++exported_processes_;
+        } else {
+            ++process_series_refused_;
+        }
     }
-    unaccounted.energy.last_seen_ns = now;
+    return it->second;
+}
+
+void Ledger::add_process(const keplershm_process& p, size_t index, const Attribution& attribution,
+                         const std::vector<size_t>& slots, const FrameWorkloads& workloads, uint64_t now) {
+    const uint32_t w = p.workload_index;
+    ContainerEntry& container = w < workloads.containers.size() ? *workloads.containers[w] : *workloads.system;
+    VmEntry* vm = w < workloads.vms.size() ? workloads.vms[w] : nullptr;
+    PodEntry* pod = nullptr;
+    EntityEnergy* ns = nullptr;
+    if (!container.pod_key.empty()) {
+        pod = &pods_[container.pod_key];
+        pod->pod_name = container.pod_name;
+        pod->namespace_name = container.namespace_name;
+        pod->energy.last_seen_ns = now;
+        ns = &namespaces_[container.namespace_name];
+        ns->last_seen_ns = now;
+    }
+    container.energy.last_seen_ns = now;
+
+    ProcessEntry& proc = process_entry(p);
+    proc.container_id = container.container_id;
+    proc.vm_id = vm != nullptr ? vm->vm_id : std::string();
+    proc.energy.last_seen_ns = now;
+    proc.usage.add(p);
+    container.usage.add(p);
+    if (vm != nullptr) vm->usage.add(p);
+
+    for (size_t z = 0; z < attribution.zones.size(); ++z) {
+        const uint64_t dyn = attribution.zones[z].dynamic_uj[index];
+        const uint64_t idle = attribution.zones[z].idle_uj[index];
+        const size_t slot = slots[z];
+        proc.energy.add(slot, dyn, idle);
+        container.energy.add(slot, dyn, idle);
+        if (pod != nullptr) pod->energy.add(slot, dyn, idle);
+        if (ns != nullptr) ns->add(slot, dyn, idle);
+        if (vm != nullptr) vm->energy.add(slot, dyn, idle);
+    }
+}
+
+void Ledger::add_frame(const keplershm::FrameView& frame, const Attribution& attribution, const std::string& source) {
+    const uint64_t now = frame.interval_end_ns();
+    interval_s_ = static_cast<double>(frame.interval_end_ns() - frame.interval_start_ns()) / 1e9;
+    ++frames_;
+    begin_interval(now);
+    note_node_usage(frame);
+    const std::vector<size_t> slots = add_node_energy(attribution, source, now);
+    const FrameWorkloads workloads = present_workloads(frame, now);
+    ContainerEntry& unaccounted = fixed_container(kUnaccounted, kSystemNamespace, now);
     // Kernel time appears once a frame has some (its source measures it), then stays like unaccounted.
-    ContainerEntry* kernel_time = nullptr;
-    if (containers_.contains(kKernelTime) || attribution.kernel_cpu_ns > 0) {
-        kernel_time = &containers_[kKernelTime];
-        kernel_time->container_id = kernel_time->container_name = kernel_time->pod_name = kKernelTime;
-        kernel_time->namespace_name = kKernelNamespace;
-        kernel_time->energy.last_seen_ns = now;
-    }
+    ContainerEntry* kernel_time = containers_.contains(kKernelTime) || attribution.kernel_cpu_ns > 0
+                                      ? &fixed_container(kKernelTime, kKernelNamespace, now)
+                                      : nullptr;
 
     const keplershm::Records<keplershm_process> processes = frame.processes();
-    for (uint32_t i = 0; i < processes.size(); ++i) {
-        const keplershm_process& p = processes[i];
-        const uint32_t w = p.workload_index;
-        ContainerEntry& container = w < by_workload.size() ? *by_workload[w] : system;
-        VmEntry* vm = w < vm_by_workload.size() ? vm_by_workload[w] : nullptr;
-        PodEntry* pod = nullptr;
-        EntityEnergy* ns = nullptr;
-        if (!container.pod_key.empty()) {
-            pod = &pods_[container.pod_key];
-            pod->pod_name = container.pod_name;
-            pod->namespace_name = container.namespace_name;
-            pod->energy.last_seen_ns = now;
-            ns = &namespaces_[container.namespace_name];
-            ns->last_seen_ns = now;
-        }
-        container.energy.last_seen_ns = now;
-
-        auto [it, fresh] = processes_.try_emplace(ProcessKey{p.pid, p.start_time_ticks});
-        ProcessEntry& proc = it->second;
-        if (fresh) {
-            proc.command = std::string(keplershm::get_text(p.comm));
-            if (exported_processes_ < options_.process_series_cap) {
-                proc.exported = true;
-                ++exported_processes_;
-            } else {
-                ++process_series_refused_;
-            }
-        }
-        proc.container_id = container.container_id;
-        proc.vm_id = vm != nullptr ? vm->vm_id : std::string();
-        proc.energy.last_seen_ns = now;
-        proc.usage.add(p);
-        container.usage.add(p);
-        if (vm != nullptr) vm->usage.add(p);
-
-        for (size_t z = 0; z < attribution.zones.size(); ++z) {
-            const uint64_t dyn = attribution.zones[z].dynamic_uj[i];
-            const uint64_t idle = attribution.zones[z].idle_uj[i];
-            const size_t slot = slots[z];
-            proc.energy.add(slot, dyn, idle);
-            container.energy.add(slot, dyn, idle);
-            if (pod != nullptr) pod->energy.add(slot, dyn, idle);
-            if (ns != nullptr) ns->add(slot, dyn, idle);
-            if (vm != nullptr) vm->energy.add(slot, dyn, idle);
-        }
-    }
+    for (uint32_t i = 0; i < processes.size(); ++i) add_process(processes[i], i, attribution, slots, workloads, now);
     for (size_t z = 0; z < attribution.zones.size(); ++z) {
         const ZoneShares& shares = attribution.zones[z];
         unaccounted.energy.add(slots[z], shares.unaccounted_dynamic_uj, shares.unaccounted_idle_uj);

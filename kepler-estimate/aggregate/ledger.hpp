@@ -146,6 +146,18 @@ public:
     [[nodiscard]] uint64_t total_uj(const std::vector<EnergyPair>& by_zone) const noexcept;
 
 private:
+    /// A frame's workloads by workload_index (their VM where they run in one) and the system container.
+    struct FrameWorkloads {
+        std::vector<ContainerEntry*> containers;
+        std::vector<VmEntry*> vms;
+        ContainerEntry* system;
+    };
+    std::vector<size_t> add_node_energy(const Attribution& attribution, const std::string& source, uint64_t now);
+    FrameWorkloads present_workloads(const keplershm::FrameView& frame, uint64_t now);
+    ContainerEntry& fixed_container(const char* name, const char* namespace_name, uint64_t now);
+    ProcessEntry& process_entry(const keplershm_process& p);
+    void add_process(const keplershm_process& p, size_t index, const Attribution& attribution,
+                     const std::vector<size_t>& slots, const FrameWorkloads& workloads, uint64_t now);
     size_t zone_slot(const ZoneKey& zone);
     ContainerEntry& container_for(const keplershm::FrameView& frame, uint32_t workload_index, std::string& vm_id);
     void begin_interval(uint64_t now_ns);
