@@ -62,11 +62,7 @@ keplershm_workload to_record(const CgroupWorkload& w, const PodIndex* pods, bool
     return r;
 }
 
-}  // namespace
-
-FrameSummary build_frame(keplershm::Draft& draft, const FrameInputs& in) {
-    FrameSummary summary;
-    keplershm_frame& f = draft.frame();
+void fill_header(keplershm_frame& f, const FrameInputs& in) {
     f.interval_start_ns = in.interval_start_ns;
     f.interval_end_ns = in.interval_end_ns;
     f.interval_start_realtime_ns = in.interval_start_realtime_ns;
@@ -74,64 +70,101 @@ FrameSummary build_frame(keplershm::Draft& draft, const FrameInputs& in) {
     f.source = in.source;
     f.power_source = in.power_source;
     f.flags = in.first ? uint32_t{KEPLERSHM_FRAME_FIRST} : 0u;
+    f.process_read_time_ns = in.sample->read_time_ns;
+}
 
-    const SourceSample& sample = *in.sample;
-    f.process_read_time_ns = sample.read_time_ns;
-    uint64_t mask = sample.metric_mask;
-
-    // Most CPU first when not everything fits, so truncation drops the least significant processes.
+/// Sample indices in publishing order: most CPU first when not everything fits, so truncation drops the
+/// least significant processes (and the frame says it was truncated, and how many were wanted).
+std::vector<uint32_t> publishing_order(keplershm::Draft& draft, const SourceSample& sample) {
     const size_t total = sample.processes.size();
     std::vector<uint32_t> order(total);
     std::iota(order.begin(), order.end(), 0u);
-    const uint32_t capacity = draft.process_capacity();
-    if (total > capacity) {
+    if (total > draft.process_capacity()) {
         std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
             return sample.processes[a].cpu_time_ns > sample.processes[b].cpu_time_ns;
         });
-        f.flags |= KEPLERSHM_FRAME_TRUNCATED;
+        draft.frame().flags |= KEPLERSHM_FRAME_TRUNCATED;
         draft.set_processes_wanted(static_cast<uint32_t>(std::min<size_t>(total, UINT32_MAX)));
     }
-    f.processes_seen = static_cast<uint32_t>(std::min<size_t>(total, UINT32_MAX));
+    draft.frame().processes_seen = static_cast<uint32_t>(std::min<size_t>(total, UINT32_MAX));
+    return order;
+}
 
-    std::unordered_map<std::string, uint32_t> workload_index;  // key: kind|vm_id|path
+/// The frame's workload records, one per distinct (kind, VM, cgroup path), added as processes name them.
+class WorkloadTable {
+public:
+    WorkloadTable(keplershm::Draft& draft, const FrameInputs& in, FrameSummary& summary)
+        : draft_(draft), in_(in), summary_(summary) {}
+
+    /// The workload_index of `w` (added to the frame on first use), or KEPLERSHM_NO_WORKLOAD when the
+    /// frame has no room left for it.
+    uint32_t index_of(const CgroupWorkload& w) {
+        const std::string key = std::to_string(w.identity.kind) + '|' + w.identity.vm_id + '|' + w.path;
+        if (const auto found = index_.find(key); found != index_.end()) return found->second;
+        keplershm_workload record = to_record(w, in_.pods, summary_.unknown_container);
+        if (const auto offset = draft_.add_string(w.path)) {
+            record.cgroup_path_offset = *offset;
+            record.cgroup_path_length = static_cast<uint32_t>(w.path.size());
+        } else {
+            draft_.frame().flags |= KEPLERSHM_FRAME_STRINGS_TRUNCATED;
+        }
+        if (!draft_.add_workload(record)) {
+            draft_.frame().flags |= KEPLERSHM_FRAME_WORKLOADS_TRUNCATED;
+            return KEPLERSHM_NO_WORKLOAD;
+        }
+        const uint32_t index = draft_.raw().workload_count - 1;
+        index_.emplace(key, index);
+        return index;
+    }
+
+private:
+    keplershm::Draft& draft_;
+    const FrameInputs& in_;
+    FrameSummary& summary_;
+    std::unordered_map<std::string, uint32_t> index_;  // key: kind|vm_id|path
+};
+
+/// CPU time of the published processes and of those left out for lack of room.
+struct PublishedTime {
     uint64_t published_ns = 0;
     uint64_t truncated_ns = 0;
-    for (size_t rank = 0; rank < total; ++rank) {
+};
+
+PublishedTime add_processes(keplershm::Draft& draft, const FrameInputs& in, FrameSummary& summary) {
+    const SourceSample& sample = *in.sample;
+    const std::vector<uint32_t> order = publishing_order(draft, sample);
+    const uint32_t capacity = draft.process_capacity();
+    WorkloadTable workloads(draft, in, summary);
+    PublishedTime time;
+    for (size_t rank = 0; rank < order.size(); ++rank) {
         const ProcessActivity& a = sample.processes[order[rank]];
         if (rank >= capacity) {
-            truncated_ns += a.cpu_time_ns;
+            time.truncated_ns += a.cpu_time_ns;
             ++summary.processes_truncated;
             continue;
         }
         uint32_t index = KEPLERSHM_NO_WORKLOAD;
         uint64_t cgroup_id = a.cgroup_id;
-        const CgroupWorkload* w = in.workloads != nullptr ? (*in.workloads)[order[rank]].get() : nullptr;
-        if (w != nullptr) {
-            const std::string key = std::to_string(w->identity.kind) + '|' + w->identity.vm_id + '|' + w->path;
-            const auto found = workload_index.find(key);
-            if (found != workload_index.end()) {
-                index = found->second;
-            } else {
-                keplershm_workload record = to_record(*w, in.pods, summary.unknown_container);
-                if (const auto offset = draft.add_string(w->path)) {
-                    record.cgroup_path_offset = *offset;
-                    record.cgroup_path_length = static_cast<uint32_t>(w->path.size());
-                } else {
-                    f.flags |= KEPLERSHM_FRAME_STRINGS_TRUNCATED;
-                }
-                if (draft.add_workload(record)) {
-                    index = draft.raw().workload_count - 1;
-                    workload_index.emplace(key, index);
-                } else {
-                    f.flags |= KEPLERSHM_FRAME_WORKLOADS_TRUNCATED;
-                }
-            }
+        if (const CgroupWorkload* w = in.workloads != nullptr ? (*in.workloads)[order[rank]].get() : nullptr) {
+            index = workloads.index_of(*w);
             if (cgroup_id == 0) cgroup_id = w->cgroup_id;
         }
         draft.add_process(to_record(a, cgroup_id, index));
-        published_ns += a.cpu_time_ns;
+        time.published_ns += a.cpu_time_ns;
         ++summary.processes_published;
     }
+    return time;
+}
+
+}  // namespace
+
+FrameSummary build_frame(keplershm::Draft& draft, const FrameInputs& in) {
+    FrameSummary summary;
+    keplershm_frame& f = draft.frame();
+    fill_header(f, in);
+    const SourceSample& sample = *in.sample;
+    uint64_t mask = sample.metric_mask;
+    const PublishedTime time = add_processes(draft, in, summary);
 
     if (in.zones != nullptr) {
         for (const keplershm_zone_sample& z : *in.zones) {
@@ -141,16 +174,16 @@ FrameSummary build_frame(keplershm::Draft& draft, const FrameInputs& in) {
     }
     keplershm_unaccounted& u = draft.unaccounted();
     u.truncated_processes = summary.processes_truncated;
-    u.truncated_cpu_time_ns = truncated_ns;
+    u.truncated_cpu_time_ns = time.truncated_ns;
     u.dropped_entries = sample.dropped_entries;
     u.exited_processes = sample.exited_processes;
-    u.cpu_time_ns = truncated_ns;  // without node CPU time, only what we know we left out
+    u.cpu_time_ns = time.truncated_ns;  // without node CPU time, only what we know we left out
     if (in.node_cpu != nullptr) {
         mask |= KEPLERSHM_METRIC_NODE_CPU;
         for (const keplershm_cpu_sample& c : in.node_cpu->cpus) draft.add_cpu(c);
         // Node busy time minus what the published processes explain; never spread onto processes.
-        const uint64_t unexplained = in.node_cpu->busy_ns > published_ns ? in.node_cpu->busy_ns - published_ns : 0;
-        u.cpu_time_ns = std::max(unexplained, truncated_ns);
+        const uint64_t unexplained = in.node_cpu->busy_ns > time.published_ns ? in.node_cpu->busy_ns - time.published_ns : 0;
+        u.cpu_time_ns = std::max(unexplained, time.truncated_ns);
     }
     f.metric_mask = mask;
     return summary;
