@@ -231,86 +231,92 @@ void ModelSet::track_error(Entry& e, const MeterTotals& meter, const NodeEnergy&
     }
 }
 
+std::optional<NodeEnergy> ModelSet::ask(Entry& e, const FrameInput& in) {
+    e.answered = false;
+    e.refused.reset();
+    if (!e.model) return std::nullopt;
+    e.refused = e.model->refusal(in.node);
+    if (e.refused) return std::nullopt;
+    std::optional<NodeEnergy> answer;
+    try {
+        answer = e.model->estimate(in);
+    } catch (const std::exception& error) {
+        ++e.report.estimate_errors;
+        e.state = fmt::format("prediction failed: {}", error.what());
+        return std::nullopt;
+    }
+    if (e.spec.kind == ModelSpec::Kind::external) take_late_answers(e);  // earlier frames first
+    if (!answer) return std::nullopt;
+    e.answered = true;
+    e.state.clear();
+    e.report.watts.clear();
+    for (const ZoneEnergy& z : answer->zones) {
+        e.report.energy_uj[z.zone.kind] += z.total_uj;
+        e.report.watts[z.zone.kind] += static_cast<double>(z.total_uj) / 1e6 / in.features.interval_s;
+    }
+    return answer;
+}
+
+void ModelSet::score_against_meter(const std::vector<std::optional<NodeEnergy>>& answers, size_t meter,
+                                   const FrameInput& in) {
+    const MeterTotals measured = totals_by_kind(*answers[meter]);
+    for (size_t i = 0; i < entries_.size(); ++i) {
+        if (i != meter && answers[i]) track_error(*entries_[i], measured, *answers[i], in.features.interval_s);
+    }
+    recent_meter_.emplace_back(FrameId{in.frame.generation(), in.frame.sequence()}, measured);
+    while (recent_meter_.size() > options_.external_window + 1) recent_meter_.pop_front();
+}
+
+ModelSet::Choice ModelSet::choose(const std::vector<std::optional<NodeEnergy>>& answers, const NodeFacts& node) const {
+    Choice choice;
+    std::string primary_note;
+    for (size_t i = 0; i < entries_.size(); ++i) {
+        if (!primary_ || entries_[i]->spec.name != *primary_) continue;
+        if (answers[i]) return Choice{i, "primary (--primary)"};
+        primary_note = fmt::format("; primary {} gave no answer", *primary_);
+    }
+    for (size_t i = 0; i < entries_.size(); ++i) {
+        if (answers[i] && (!choice.index || rank(*entries_[i], node) < rank(*entries_[*choice.index], node))) choice.index = i;
+    }
+    if (!choice.index) return choice;
+    const Entry& c = *entries_[*choice.index];
+    if (c.spec.kind == ModelSpec::Kind::measured) choice.why = "measured power";
+    else if (c.spec.kind == ModelSpec::Kind::external) choice.why = "no meter and no eligible XGBoost model; external model answered";
+    else if (c.spec.kind == ModelSpec::Kind::kepler || c.spec.kind == ModelSpec::Kind::kepler_db)
+        choice.why = fmt::format("no meter; {}", static_cast<const KeplerModel&>(*c.model).note());
+    else if (c.spec.kind == ModelSpec::Kind::xgboost) choice.why = fmt::format("no meter; best model for this cpu ({})", to_string(c.model->cpu_match(node)));
+    else choice.why = "fallback: no meter and no eligible trained model";
+    choice.why += primary_note;
+    return choice;
+}
+
+void ModelSet::note_reasons(const std::vector<std::optional<NodeEnergy>>& answers, const Choice& choice) {
+    for (size_t i = 0; i < entries_.size(); ++i) {
+        Entry& e = *entries_[i];
+        e.report.selected = choice.index == i;
+        if (choice.index == i) e.report.reason = choice.why;
+        else if (!e.state.empty()) e.report.reason = e.state;
+        else if (e.refused) e.report.reason = "refused: " + *e.refused;
+        else if (!answers[i]) e.report.reason = no_answer_reason(e);
+        else e.report.reason = fmt::format("standby: {} is preferred", choice.index ? entries_[*choice.index]->spec.name : "none");
+    }
+}
+
 ModelSetResult ModelSet::estimate(const FrameInput& in) {
     std::vector<std::optional<NodeEnergy>> answers(entries_.size());
     std::optional<size_t> meter;
     for (size_t i = 0; i < entries_.size(); ++i) {
-        Entry& e = *entries_[i];
-        e.answered = false;
-        e.refused.reset();
-        if (!e.model) continue;
-        e.refused = e.model->refusal(in.node);
-        if (e.refused) continue;
-        try {
-            answers[i] = e.model->estimate(in);
-        } catch (const std::exception& error) {
-            ++e.report.estimate_errors;
-            e.state = fmt::format("prediction failed: {}", error.what());
-            continue;
-        }
-        if (e.spec.kind == ModelSpec::Kind::external) take_late_answers(e);  // earlier frames first
-        if (!answers[i]) continue;
-        e.answered = true;
-        e.state.clear();
-        e.report.watts.clear();
-        for (const ZoneEnergy& z : answers[i]->zones) {
-            e.report.energy_uj[z.zone.kind] += z.total_uj;
-            e.report.watts[z.zone.kind] += static_cast<double>(z.total_uj) / 1e6 / in.features.interval_s;
-        }
-        if (e.spec.kind == ModelSpec::Kind::measured && !meter) meter = i;
+        answers[i] = ask(*entries_[i], in);
+        if (answers[i] && entries_[i]->spec.kind == ModelSpec::Kind::measured && !meter) meter = i;
     }
-    if (meter) {
-        const MeterTotals measured = totals_by_kind(*answers[*meter]);
-        for (size_t i = 0; i < entries_.size(); ++i) {
-            if (i != *meter && answers[i]) track_error(*entries_[i], measured, *answers[i], in.features.interval_s);
-        }
-        recent_meter_.emplace_back(FrameId{in.frame.generation(), in.frame.sequence()}, measured);
-        while (recent_meter_.size() > options_.external_window + 1) recent_meter_.pop_front();
-    }
-
-    std::optional<size_t> chosen;
-    std::string why;
-    std::string primary_note;
-    for (size_t i = 0; i < entries_.size(); ++i) {
-        if (primary_ && entries_[i]->spec.name == *primary_) {
-            if (answers[i]) {
-                chosen = i;
-                why = "primary (--primary)";
-            } else {
-                primary_note = fmt::format("; primary {} gave no answer", *primary_);
-            }
-        }
-    }
-    if (!chosen) {
-        for (size_t i = 0; i < entries_.size(); ++i) {
-            if (answers[i] && (!chosen || rank(*entries_[i], in.node) < rank(*entries_[*chosen], in.node))) chosen = i;
-        }
-        if (chosen) {
-            const Entry& c = *entries_[*chosen];
-            if (c.spec.kind == ModelSpec::Kind::measured) why = "measured power";
-            else if (c.spec.kind == ModelSpec::Kind::external) why = "no meter and no eligible XGBoost model; external model answered";
-            else if (c.spec.kind == ModelSpec::Kind::kepler || c.spec.kind == ModelSpec::Kind::kepler_db)
-                why = fmt::format("no meter; {}", static_cast<const KeplerModel&>(*c.model).note());
-            else if (c.spec.kind == ModelSpec::Kind::xgboost) why = fmt::format("no meter; best model for this cpu ({})", to_string(c.model->cpu_match(in.node)));
-            else why = "fallback: no meter and no eligible trained model";
-            why += primary_note;
-        }
-    }
-
-    for (size_t i = 0; i < entries_.size(); ++i) {
-        Entry& e = *entries_[i];
-        e.report.selected = chosen == i;
-        if (chosen == i) e.report.reason = why;
-        else if (!e.state.empty()) e.report.reason = e.state;
-        else if (e.refused) e.report.reason = "refused: " + *e.refused;
-        else if (!answers[i]) e.report.reason = no_answer_reason(e);
-        else e.report.reason = fmt::format("standby: {} is preferred", chosen ? entries_[*chosen]->spec.name : "none");
-    }
+    if (meter) score_against_meter(answers, *meter, in);
+    const Choice choice = choose(answers, in.node);
+    note_reasons(answers, choice);
 
     ModelSetResult result;
-    if (chosen) {
-        result.primary = answers[*chosen];  // the one answer needed twice
-        result.primary_name = entries_[*chosen]->spec.name;
+    if (choice.index) {
+        result.primary = answers[*choice.index];  // the one answer needed twice
+        result.primary_name = entries_[*choice.index]->spec.name;
     }
     for (size_t i = 0; i < entries_.size(); ++i) {
         if (!answers[i]) continue;

@@ -84,6 +84,16 @@ public:
 
 private:
     using MeterTotals = std::map<ZoneKind, uint64_t>;  // microjoules per zone kind, sockets summed
+    /// The model whose answer is the node's power this frame (none: no model answered), and why.
+    struct Choice {
+        std::optional<size_t> index;
+        std::string why;
+    };
+    /// One model's answer to the frame (nullopt: refused, failed or none), its report updated.
+    std::optional<NodeEnergy> ask(Entry& entry, const FrameInput& in);
+    void score_against_meter(const std::vector<std::optional<NodeEnergy>>& answers, size_t meter, const FrameInput& in);
+    [[nodiscard]] Choice choose(const std::vector<std::optional<NodeEnergy>>& answers, const NodeFacts& node) const;
+    void note_reasons(const std::vector<std::optional<NodeEnergy>>& answers, const Choice& choice);
     void track_error(Entry& entry, const MeterTotals& meter, const NodeEnergy& predicted, double seconds);
     void take_late_answers(Entry& entry);
     void refresh_kepler(Entry& entry, std::vector<std::string>& log);
