@@ -99,24 +99,10 @@ uint64_t segment_bytes(const Capacities& caps) {
     return slots_offset_for_schema(keplershm_schema_count) + uint64_t{caps.slot_count} * slot;
 }
 
-Layout validate_header(const void* bytes, size_t available, bool expect_slots) {
-    Layout layout{};
-    if (available < sizeof(uint64_t) + 2 * sizeof(uint16_t)) {
-        fail(KEPLERSHM_E_CORRUPT, "segment too small: {} bytes, a header needs {}", available, KEPLERSHM_HEADER_SIZE);
-    }
-    // One copy of the header, then every check and every later use reads the copy.
-    keplershm_header& h = layout.header;
-    std::memcpy(&h, bytes, available < sizeof h ? available : sizeof h);
-    if (h.magic != KEPLERSHM_MAGIC) {
-        fail(KEPLERSHM_E_BAD_MAGIC, "not a keplershm segment (magic {:#018x})", h.magic);
-    }
-    if (h.abi_major > KEPLERSHM_ABI_MAJOR || h.abi_major < KEPLERSHM_ABI_OLDEST_MAJOR) {
-        fail(KEPLERSHM_E_UNSUPPORTED_MAJOR, "segment ABI {}.{} is not readable by this library (reads majors {} to {})",
-             h.abi_major, h.abi_minor, KEPLERSHM_ABI_OLDEST_MAJOR, KEPLERSHM_ABI_MAJOR);
-    }
-    if (available < sizeof h) {
-        fail(KEPLERSHM_E_CORRUPT, "segment too small: {} bytes, a header needs {}", available, sizeof h);
-    }
+namespace {
+
+/// The header's own sizes and counts: each within the bounds a reader relies on before using it.
+void check_header_sizes(const keplershm_header& h, size_t available) {
     if (h.header_size < sizeof h || h.header_size > available) {
         fail(KEPLERSHM_E_CORRUPT, "header_size {} outside [{}, {}]", h.header_size, sizeof h, available);
     }
@@ -142,6 +128,10 @@ Layout validate_header(const void* bytes, size_t available, bool expect_slots) {
         }
     }
     if (h.zone_count > KEPLERSHM_MAX_ZONES) fail(KEPLERSHM_E_CORRUPT, "zone_count {} > {}", h.zone_count, KEPLERSHM_MAX_ZONES);
+}
+
+/// Copies the field schema out of the header area (names and units terminated); returns where it ends.
+uint64_t copy_schema(const keplershm_header& h, const void* bytes, size_t available, std::vector<keplershm_field>& out) {
     if (h.schema_entry_size < sizeof(keplershm_field) || h.schema_entry_size > 4096) {
         fail(KEPLERSHM_E_CORRUPT, "schema_entry_size {} invalid", h.schema_entry_size);
     }
@@ -150,13 +140,57 @@ Layout validate_header(const void* bytes, size_t available, bool expect_slots) {
     if (h.schema_offset < h.header_size || schema_end > available) {
         fail(KEPLERSHM_E_CORRUPT, "schema [{}, {}) outside the {} header bytes", h.schema_offset, schema_end, available);
     }
-    layout.schema.resize(h.schema_count);
+    out.resize(h.schema_count);
     for (uint32_t i = 0; i < h.schema_count; ++i) {
-        keplershm_field& f = layout.schema[i];
+        keplershm_field& f = out[i];
         std::memcpy(&f, static_cast<const uint8_t*>(bytes) + h.schema_offset + uint64_t{i} * h.schema_entry_size, sizeof f);
         f.name[sizeof f.name - 1] = '\0';
         f.unit[sizeof f.unit - 1] = '\0';
     }
+    return schema_end;
+}
+
+/// The slot ring of a live segment: inside the mapping, after the schema, slots big enough for a frame
+/// header. Returns the largest frame a slot holds.
+uint32_t check_ring(const keplershm_header& h, size_t available, uint64_t schema_end) {
+    if (h.segment_size > available) {
+        fail(KEPLERSHM_E_CORRUPT, "segment_size {} larger than the {} bytes mapped", h.segment_size, available);
+    }
+    if (h.slot_count < 2 || h.slot_count > (1u << 20)) fail(KEPLERSHM_E_CORRUPT, "slot_count {} invalid", h.slot_count);
+    if (h.slot_size % 8 != 0 || h.slot_size < KEPLERSHM_SLOT_CONTROL_SIZE + uint64_t{h.frame_header_size} ||
+        h.slot_size - KEPLERSHM_SLOT_CONTROL_SIZE > kMaxFrameBytes) {
+        fail(KEPLERSHM_E_CORRUPT, "slot_size {} invalid", h.slot_size);
+    }
+    if (h.slots_offset % 64 != 0 || h.slots_offset < schema_end) {
+        fail(KEPLERSHM_E_CORRUPT, "slots_offset {} overlaps the header or schema", h.slots_offset);
+    }
+    const uint64_t end = checked_add(h.slots_offset, checked_mul(h.slot_count, h.slot_size, "ring size"), "ring end");
+    if (end > h.segment_size) fail(KEPLERSHM_E_CORRUPT, "ring ends at {} beyond segment_size {}", end, h.segment_size);
+    return static_cast<uint32_t>(h.slot_size - KEPLERSHM_SLOT_CONTROL_SIZE);
+}
+
+}  // namespace
+
+Layout validate_header(const void* bytes, size_t available, bool expect_slots) {
+    Layout layout{};
+    if (available < sizeof(uint64_t) + 2 * sizeof(uint16_t)) {
+        fail(KEPLERSHM_E_CORRUPT, "segment too small: {} bytes, a header needs {}", available, KEPLERSHM_HEADER_SIZE);
+    }
+    // One copy of the header, then every check and every later use reads the copy.
+    keplershm_header& h = layout.header;
+    std::memcpy(&h, bytes, available < sizeof h ? available : sizeof h);
+    if (h.magic != KEPLERSHM_MAGIC) {
+        fail(KEPLERSHM_E_BAD_MAGIC, "not a keplershm segment (magic {:#018x})", h.magic);
+    }
+    if (h.abi_major > KEPLERSHM_ABI_MAJOR || h.abi_major < KEPLERSHM_ABI_OLDEST_MAJOR) {
+        fail(KEPLERSHM_E_UNSUPPORTED_MAJOR, "segment ABI {}.{} is not readable by this library (reads majors {} to {})",
+             h.abi_major, h.abi_minor, KEPLERSHM_ABI_OLDEST_MAJOR, KEPLERSHM_ABI_MAJOR);
+    }
+    if (available < sizeof h) {
+        fail(KEPLERSHM_E_CORRUPT, "segment too small: {} bytes, a header needs {}", available, sizeof h);
+    }
+    check_header_sizes(h, available);
+    const uint64_t schema_end = copy_schema(h, bytes, available, layout.schema);
     // Text fields must be terminated inside their field so that C readers can use them as strings.
     h.node_name[sizeof h.node_name - 1] = '\0';
     h.cpu_model[sizeof h.cpu_model - 1] = '\0';
@@ -167,24 +201,7 @@ Layout validate_header(const void* bytes, size_t available, bool expect_slots) {
     layout.slot_size = h.slot_size;
     layout.slots_offset = h.slots_offset;
     layout.segment_size = h.segment_size;
-    if (expect_slots) {
-        if (h.segment_size > available) {
-            fail(KEPLERSHM_E_CORRUPT, "segment_size {} larger than the {} bytes mapped", h.segment_size, available);
-        }
-        if (h.slot_count < 2 || h.slot_count > (1u << 20)) fail(KEPLERSHM_E_CORRUPT, "slot_count {} invalid", h.slot_count);
-        if (h.slot_size % 8 != 0 || h.slot_size < KEPLERSHM_SLOT_CONTROL_SIZE + uint64_t{h.frame_header_size} ||
-            h.slot_size - KEPLERSHM_SLOT_CONTROL_SIZE > kMaxFrameBytes) {
-            fail(KEPLERSHM_E_CORRUPT, "slot_size {} invalid", h.slot_size);
-        }
-        if (h.slots_offset % 64 != 0 || h.slots_offset < schema_end) {
-            fail(KEPLERSHM_E_CORRUPT, "slots_offset {} overlaps the header or schema", h.slots_offset);
-        }
-        const uint64_t end = checked_add(h.slots_offset, checked_mul(h.slot_count, h.slot_size, "ring size"), "ring end");
-        if (end > h.segment_size) fail(KEPLERSHM_E_CORRUPT, "ring ends at {} beyond segment_size {}", end, h.segment_size);
-        layout.max_frame_size = static_cast<uint32_t>(h.slot_size - KEPLERSHM_SLOT_CONTROL_SIZE);
-    } else {
-        layout.max_frame_size = kMaxFrameBytes;
-    }
+    layout.max_frame_size = expect_slots ? check_ring(h, available, schema_end) : kMaxFrameBytes;
     for (uint32_t id = 0; id < KEPLERSHM_MAX_SECTIONS; ++id) layout.min_stride[id] = min_record_size(id);
     return layout;
 }
