@@ -103,6 +103,56 @@ std::string systemd_unescape(std::string_view text) {
     return out;
 }
 
+namespace {
+
+/// A kubepods component: the QoS class, and the pod uid of the systemd driver's
+/// kubepods[-<qos>]-pod<uid with '_'>.slice.
+void parse_kubepods_component(std::string_view c, WorkloadIdentity& id) {
+    if (c.find("besteffort") != std::string_view::npos) id.qos = "besteffort";
+    if (c.find("burstable") != std::string_view::npos) id.qos = "burstable";
+    const size_t pod = c.rfind("-pod");
+    if (pod != std::string_view::npos && ends_with(c, ".slice")) {
+        const std::string_view uid = strip(c.substr(pod + 4), ".slice");
+        if (is_pod_uid(uid)) {
+            id.pod_uid = std::string(uid);
+            std::replace(id.pod_uid.begin(), id.pod_uid.end(), '_', '-');
+        }
+    }
+}
+
+/// A container runtime's component: a scope named by runtime and id, podman's pod-level conmon cgroup,
+/// or a bare 64-hex id. Whether it matched.
+bool parse_container_component(std::string_view c, std::string_view previous, WorkloadIdentity& id) {
+    for (const ScopePrefix& s : kScopes) {
+        if (!starts_with(c, s.prefix)) continue;
+        const std::string_view rest = strip(c.substr(s.prefix.size()), ".scope");
+        if (!is_container_id(rest)) continue;
+        id.runtime = s.runtime;
+        id.runtime_helper = s.helper;
+        id.container_id = s.helper ? std::string() : std::string(rest);
+        return true;
+    }
+    // podman's cgroupfs manager puts a pod in /libpod_parent/<pod id>: its containers below it in
+    // libpod-<container id> (matched above, which clears this), its conmon processes in
+    // /libpod_parent/<pod id>/conmon. The pod id names no container: what runs there is the runtime.
+    if (previous == "libpod_parent" && c.size() == 64 && is_hex(c)) {
+        id.runtime = KEPLERSHM_RUNTIME_PODMAN;
+        id.runtime_helper = true;
+        id.container_id.clear();
+        return true;
+    }
+    // cgroupfs layouts name the container by its bare 64-hex id: /docker/<id>, /kubepods/.../<id>.
+    if (c.size() == 64 && is_hex(c)) {
+        id.container_id = std::string(c);
+        id.runtime_helper = false;
+        id.runtime = previous == "docker" ? KEPLERSHM_RUNTIME_DOCKER : KEPLERSHM_RUNTIME_UNKNOWN;
+        return true;
+    }
+    return false;
+}
+
+}  // namespace
+
 WorkloadIdentity identify_cgroup_path(std::string_view path) {
     WorkloadIdentity id;
     if (path.size() > kMaxPathBytes) return id;
@@ -111,53 +161,15 @@ WorkloadIdentity identify_cgroup_path(std::string_view path) {
     for (std::string_view raw : split_fields(path, "/")) {
         const std::string unescaped = systemd_unescape(raw);
         const std::string_view c = unescaped;
-
         if (c.find("kubepods") != std::string_view::npos) {
             in_kubepods = true;
-            if (c.find("besteffort") != std::string_view::npos) id.qos = "besteffort";
-            if (c.find("burstable") != std::string_view::npos) id.qos = "burstable";
-            // systemd driver: kubepods[-<qos>]-pod<uid with '_'>.slice
-            const size_t pod = c.rfind("-pod");
-            if (pod != std::string_view::npos && ends_with(c, ".slice")) {
-                const std::string_view uid = strip(c.substr(pod + 4), ".slice");
-                if (is_pod_uid(uid)) {
-                    id.pod_uid = std::string(uid);
-                    std::replace(id.pod_uid.begin(), id.pod_uid.end(), '_', '-');
-                }
-            }
+            parse_kubepods_component(c, id);
         } else if (in_kubepods && (c == "besteffort" || c == "burstable")) {
             id.qos = std::string(c);  // cgroupfs driver: /kubepods/<qos>/pod<uid>/<container>
         } else if (in_kubepods && starts_with(c, "pod") && is_pod_uid(c.substr(3))) {
             id.pod_uid = std::string(c.substr(3));
-        } else if (parse_libvirt_machine(c, id)) {
-            // VM identity recorded; a container runtime scope further down would still override kind below
-        } else {
-            bool matched = false;
-            for (const ScopePrefix& s : kScopes) {
-                if (!starts_with(c, s.prefix)) continue;
-                const std::string_view rest = strip(c.substr(s.prefix.size()), ".scope");
-                if (!is_container_id(rest)) continue;
-                id.runtime = s.runtime;
-                id.runtime_helper = s.helper;
-                id.container_id = s.helper ? std::string() : std::string(rest);
-                matched = true;
-                break;
-            }
-            // podman's cgroupfs manager puts a pod in /libpod_parent/<pod id>: its containers below it in
-            // libpod-<container id> (matched above, which clears this), its conmon processes in
-            // /libpod_parent/<pod id>/conmon. The pod id names no container: what runs there is the runtime.
-            if (!matched && previous == "libpod_parent" && c.size() == 64 && is_hex(c)) {
-                id.runtime = KEPLERSHM_RUNTIME_PODMAN;
-                id.runtime_helper = true;
-                id.container_id.clear();
-                matched = true;
-            }
-            // cgroupfs layouts name the container by its bare 64-hex id: /docker/<id>, /kubepods/.../<id>.
-            if (!matched && c.size() == 64 && is_hex(c)) {
-                id.container_id = std::string(c);
-                id.runtime_helper = false;
-                id.runtime = previous == "docker" ? KEPLERSHM_RUNTIME_DOCKER : KEPLERSHM_RUNTIME_UNKNOWN;
-            }
+        } else if (!parse_libvirt_machine(c, id)) {  // a VM's identity is kept; a runtime scope below overrides kind
+            parse_container_component(c, previous, id);
         }
         previous = raw;
     }
