@@ -208,13 +208,7 @@ std::unique_ptr<BpfProgram> BpfProgram::load(const BpfOptions& options) {
                                    fmt::join(failures, "; ")));
 }
 
-std::string BpfProgram::try_attach(AttachMode mode) {
-    if (mode == AttachMode::tracepoint && tracefs_events_dir().empty()) {
-        return "tracefs is not mounted (mount -t tracefs tracefs /sys/kernel/tracing)";
-    }
-    kepler_bpf* skel = kepler_bpf__open();
-    if (skel == nullptr) return fmt::format("open: {}", std::strerror(errno));
-
+void BpfProgram::size_maps(kepler_bpf* skel) const {
     skel->rodata->ns_per_tick = ns_per_tick();
     bool any_counter = false;
     for (uint32_t c = 0; c < KEPLER_HW_COUNTERS; ++c) any_counter = any_counter || counters_.available(c);
@@ -222,28 +216,24 @@ std::string BpfProgram::try_attach(AttachMode mode) {
     bpf_map__set_max_entries(skel->maps.processes, max_processes_);
     bpf_map__set_max_entries(skel->maps.threads, max_threads_);
     bpf_map__set_max_entries(skel->maps.cut_marks, max_processes_);  // at most one mark per process
+}
 
+std::string BpfProgram::choose_programs(kepler_bpf* skel, AttachMode mode, std::vector<bpf_program*>& chosen) const {
     bpf_program* prog = nullptr;
     bpf_object__for_each_program(prog, skel->obj) bpf_program__set_autoload(prog, false);
-    std::vector<bpf_program*> chosen;
     for (const HookSpec& hook : kHooks) {
         if (hook.page_cache && !page_cache_) continue;
         const std::string name = fmt::format("kepler_{}_{}", hook.name, program_suffix(mode));
         prog = bpf_object__find_program_by_name(skel->obj, name.c_str());
-        if (prog == nullptr) {
-            kepler_bpf__destroy(skel);
-            return fmt::format("program {} missing from the object", name);
-        }
+        if (prog == nullptr) return fmt::format("program {} missing from the object", name);
         bpf_program__set_autoload(prog, true);
         chosen.push_back(prog);
     }
     bpf_program__set_autoload(skel->progs.kepler_repair, true);  // a perf_event program: one flavour for all
+    return {};
+}
 
-    if (const int err = kepler_bpf__load(skel); err != 0) {
-        kepler_bpf__destroy(skel);
-        return fmt::format("load: {}", std::strerror(-err));
-    }
-
+void BpfProgram::connect_counters(kepler_bpf* skel) const {
     bpf_map* counter_maps[KEPLER_HW_COUNTERS] = {skel->maps.hw_cycles, skel->maps.hw_instructions,
                                                  skel->maps.hw_cache_misses};
     for (uint32_t c = 0; c < KEPLER_HW_COUNTERS; ++c) {
@@ -254,6 +244,25 @@ std::string BpfProgram::try_attach(AttachMode mode) {
             }
         }
     }
+}
+
+std::string BpfProgram::try_attach(AttachMode mode) {
+    if (mode == AttachMode::tracepoint && tracefs_events_dir().empty()) {
+        return "tracefs is not mounted (mount -t tracefs tracefs /sys/kernel/tracing)";
+    }
+    kepler_bpf* skel = kepler_bpf__open();
+    if (skel == nullptr) return fmt::format("open: {}", std::strerror(errno));
+    size_maps(skel);
+    std::vector<bpf_program*> chosen;
+    if (std::string why = choose_programs(skel, mode, chosen); !why.empty()) {
+        kepler_bpf__destroy(skel);
+        return why;
+    }
+    if (const int err = kepler_bpf__load(skel); err != 0) {
+        kepler_bpf__destroy(skel);
+        return fmt::format("load: {}", std::strerror(-err));
+    }
+    connect_counters(skel);
 
     std::vector<bpf_link*> links;
     for (bpf_program* p : chosen) {

@@ -12,6 +12,7 @@
 
 struct kepler_bpf;  // the generated skeleton (kepler.skel.h)
 struct bpf_link;
+struct bpf_program;
 
 namespace kepler::collect {
 
@@ -57,6 +58,12 @@ private:
     BpfProgram() = default;
     /// Opens, loads and attaches the skeleton in one flavour; returns why it failed ("" = attached).
     std::string try_attach(AttachMode mode);
+    /// Before load: constants the program reads and map sizes.
+    void size_maps(kepler_bpf* skel) const;
+    /// Marks the hooks of `mode` (and the repair program) for loading; returns why not ("" = done).
+    std::string choose_programs(kepler_bpf* skel, AttachMode mode, std::vector<bpf_program*>& chosen) const;
+    /// After load: each CPU's open hardware counters into the program's perf-event arrays.
+    void connect_counters(kepler_bpf* skel) const;
 
     kepler_bpf* skeleton_ = nullptr;
     std::vector<bpf_link*> links_;
