@@ -247,7 +247,9 @@ ContainerEntry& Ledger::fixed_container(const char* name, const char* namespace_
     return c;
 }
 
-ProcessEntry& Ledger::process_entry(const keplershm_process& p) {
+// process_entry() and add_process() run once per process per frame: forced inline, as when they were
+// add_frame()'s loop body (out of line, BM_EstimateFrame/10000 was 2% slower, measured side by side).
+[[gnu::always_inline]] inline ProcessEntry& Ledger::process_entry(const keplershm_process& p) {
     auto [it, fresh] = processes_.try_emplace(ProcessKey{p.pid, p.start_time_ticks});
     if (fresh) {
         it->second.command = std::string(keplershm::get_text(p.comm));
@@ -261,8 +263,9 @@ ProcessEntry& Ledger::process_entry(const keplershm_process& p) {
     return it->second;
 }
 
-void Ledger::add_process(const keplershm_process& p, size_t index, const Attribution& attribution,
-                         const std::vector<size_t>& slots, const FrameWorkloads& workloads, uint64_t now) {
+[[gnu::always_inline]] inline void Ledger::add_process(const keplershm_process& p, size_t index,
+                                                      const Attribution& attribution, const std::vector<size_t>& slots,
+                                                      const FrameWorkloads& workloads, uint64_t now) {
     const uint32_t w = p.workload_index;
     ContainerEntry& container = w < workloads.containers.size() ? *workloads.containers[w] : *workloads.system;
     VmEntry* vm = w < workloads.vms.size() ? workloads.vms[w] : nullptr;
