@@ -52,18 +52,19 @@ std::optional<uint64_t> parse_byte_size(std::string_view text) {
     return *number * scale;
 }
 
-std::optional<CollectorOptions> parse_command_line(int argc, char** argv, int& exit_code) {
-    CollectorOptions o;
-    CLI::App app{"kepler-collect: measures per-process activity and node energy and publishes one keplershm "
-                 "frame per interval in shared memory (/dev/shm/NAME)."};
-    app.get_formatter()->column_width(40);
+namespace {
+
+/// Options given as text and converted after parsing (durations, sizes, the octal mode).
+struct TextOptions {
     std::string interval = "1s";
     std::string max_bytes = "256Mi";
     std::string refresh = "30s";
     std::string mode = "0640";
+};
 
+void add_general_options(CLI::App& app, CollectorOptions& o, TextOptions& text) {
     app.add_option("--shm-name", o.shm_name, "Segment name under /dev/shm")->required();
-    app.add_option("--interval", interval, "Frame interval, e.g. 1s, 500ms (a bare number is seconds)")->capture_default_str();
+    app.add_option("--interval", text.interval, "Frame interval, e.g. 1s, 500ms (a bare number is seconds)")->capture_default_str();
     app.add_option("--source", o.source, "Per-process source: auto (bpf, else procfs), bpf or procfs")
         ->check(CLI::IsMember({"auto", "bpf", "procfs"}))->capture_default_str();
     app.add_option("--sysfs-root", o.sysfs_root, "Root of sysfs for powercap/hwmon (tests point it at a fake tree)")
@@ -74,7 +75,11 @@ std::optional<CollectorOptions> parse_command_line(int argc, char** argv, int& e
         ->capture_default_str();
     app.add_option("--node-name", o.node_name, "Node name for the header and the pod query (default $NODE_NAME, else uname)");
     app.add_option("--frames", o.frames, "Stop after this many frames (0: run until SIGTERM/SIGINT)")->capture_default_str();
+    app.add_option("--log-level", o.log_level, "debug, info, warning or error")
+        ->check(CLI::IsMember({"debug", "info", "warning", "error"}))->capture_default_str();
+}
 
+void add_segment_options(CLI::App& app, CollectorOptions& o, TextOptions& text) {
     app.add_option("--process-capacity", o.process_capacity, "Process records per frame (grows up to the byte cap)")
         ->check(CLI::Range(1u, 1u << 24))->capture_default_str();
     app.add_option("--workload-capacity", o.workload_capacity, "Workload records per frame")
@@ -82,10 +87,12 @@ std::optional<CollectorOptions> parse_command_line(int argc, char** argv, int& e
     app.add_option("--string-capacity", o.string_capacity, "Bytes of cgroup path text per frame")
         ->check(CLI::Range(256u, 1u << 28))->capture_default_str();
     app.add_option("--slots", o.slot_count, "Frames kept in the ring")->check(CLI::Range(2u, 4096u))->capture_default_str();
-    app.add_option("--max-segment-bytes", max_bytes, "Cap on the segment size, e.g. 256Mi")->capture_default_str();
-    app.add_option("--segment-mode", mode, "File mode of the segment (octal)")->capture_default_str();
+    app.add_option("--max-segment-bytes", text.max_bytes, "Cap on the segment size, e.g. 256Mi")->capture_default_str();
+    app.add_option("--segment-mode", text.mode, "File mode of the segment (octal)")->capture_default_str();
     app.add_flag("--replace-live", o.replace_live, "Take the name even from a live collector");
+}
 
+void add_bpf_options(CLI::App& app, CollectorOptions& o) {
     app.add_option("--bpf-attach", o.bpf_attach, "sched_switch attach: auto (tp_btf, raw_tp, tracepoint) or one of them")
         ->check(CLI::IsMember({"auto", "tp_btf", "raw_tp", "tracepoint"}))->capture_default_str();
     app.add_option("--bpf-max-processes", o.bpf_max_processes, "Entries of the eBPF process map (more are counted as dropped)")
@@ -93,7 +100,9 @@ std::optional<CollectorOptions> parse_command_line(int argc, char** argv, int& e
     app.add_option("--bpf-max-threads", o.bpf_max_threads, "Entries of the eBPF per-thread runtime map (LRU)")
         ->check(CLI::Range(64u, 1u << 22))->capture_default_str();
     app.add_flag("!--no-hardware-counters", o.hardware_counters, "Do not open cycles/instructions/LLC-miss counters");
+}
 
+void add_kube_options(CLI::App& app, CollectorOptions& o, TextOptions& text) {
     app.add_option("--kube", o.kube, "Pod metadata: auto (in-cluster or when a URL is given), off, api, kubelet")
         ->check(CLI::IsMember({"auto", "off", "api", "kubelet"}))->capture_default_str();
     app.add_option("--kube-api-url", o.kube_api_url, "API server URL (default: in-cluster service)");
@@ -101,39 +110,55 @@ std::optional<CollectorOptions> parse_command_line(int argc, char** argv, int& e
     app.add_option("--kube-token-file", o.kube_token_file, "Bearer token file (default: the service account's)");
     app.add_option("--kube-ca-file", o.kube_ca_file, "CA bundle for the API server or kubelet");
     app.add_flag("--kube-insecure-skip-tls-verify", o.kube_insecure_skip_tls_verify, "Do not verify the server certificate");
-    app.add_option("--metadata-refresh", refresh, "Pod list refresh period")->capture_default_str();
-    app.add_option("--log-level", o.log_level, "debug, info, warning or error")
-        ->check(CLI::IsMember({"debug", "info", "warning", "error"}))->capture_default_str();
+    app.add_option("--metadata-refresh", text.refresh, "Pod list refresh period")->capture_default_str();
+}
 
+/// Converts the text options into `o`; returns the usage error ("" = none).
+std::string convert_text_options(const TextOptions& text, CollectorOptions& o) {
+    const auto interval = parse_duration(text.interval);
+    if (!interval || *interval < std::chrono::milliseconds(10)) {
+        return "--interval: expected a duration of at least 10ms like 1s or 500ms, got '" + text.interval + "'";
+    }
+    o.interval = *interval;
+    const auto refresh = parse_duration(text.refresh);
+    if (!refresh) return "--metadata-refresh: expected a duration like 30s, got '" + text.refresh + "'";
+    o.metadata_refresh = std::chrono::duration_cast<std::chrono::milliseconds>(*refresh);
+    const auto bytes = parse_byte_size(text.max_bytes);
+    if (!bytes || *bytes < 4096) return "--max-segment-bytes: expected a size like 256Mi, got '" + text.max_bytes + "'";
+    o.max_segment_bytes = *bytes;
+    try {
+        size_t used = 0;
+        const unsigned long m = std::stoul(text.mode, &used, 8);
+        if (used != text.mode.size() || m > 0777) throw std::invalid_argument(text.mode);
+        o.segment_mode = static_cast<uint32_t>(m);
+    } catch (const std::exception&) {
+        return "--segment-mode: expected an octal mode like 0640, got '" + text.mode + "'";
+    }
+    return {};
+}
+
+}  // namespace
+
+std::optional<CollectorOptions> parse_command_line(int argc, char** argv, int& exit_code) {
+    CollectorOptions o;
+    TextOptions text;
+    CLI::App app{"kepler-collect: measures per-process activity and node energy and publishes one keplershm "
+                 "frame per interval in shared memory (/dev/shm/NAME)."};
+    app.get_formatter()->column_width(40);
+    add_general_options(app, o, text);
+    add_segment_options(app, o, text);
+    add_bpf_options(app, o);
+    add_kube_options(app, o, text);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         exit_code = app.exit(e);
         return std::nullopt;
     }
-    auto usage_error = [&](const std::string& message) {
-        std::cerr << "kepler-collect: " << message << "\nRun with --help for more information.\n";
+    if (const std::string error = convert_text_options(text, o); !error.empty()) {
+        std::cerr << "kepler-collect: " << error << "\nRun with --help for more information.\n";
         exit_code = 2;
         return std::nullopt;
-    };
-    const auto parsed_interval = parse_duration(interval);
-    if (!parsed_interval || *parsed_interval < std::chrono::milliseconds(10)) {
-        return usage_error("--interval: expected a duration of at least 10ms like 1s or 500ms, got '" + interval + "'");
-    }
-    o.interval = *parsed_interval;
-    const auto parsed_refresh = parse_duration(refresh);
-    if (!parsed_refresh) return usage_error("--metadata-refresh: expected a duration like 30s, got '" + refresh + "'");
-    o.metadata_refresh = std::chrono::duration_cast<std::chrono::milliseconds>(*parsed_refresh);
-    const auto parsed_bytes = parse_byte_size(max_bytes);
-    if (!parsed_bytes || *parsed_bytes < 4096) return usage_error("--max-segment-bytes: expected a size like 256Mi, got '" + max_bytes + "'");
-    o.max_segment_bytes = *parsed_bytes;
-    try {
-        size_t used = 0;
-        const unsigned long m = std::stoul(mode, &used, 8);
-        if (used != mode.size() || m > 0777) throw std::invalid_argument(mode);
-        o.segment_mode = static_cast<uint32_t>(m);
-    } catch (const std::exception&) {
-        return usage_error("--segment-mode: expected an octal mode like 0640, got '" + mode + "'");
     }
     exit_code = 0;
     return o;
