@@ -102,6 +102,45 @@ std::vector<PowercapEntry> list_entries(const std::string& base) {
     return entries;
 }
 
+/// A zone's name and energy counter, both readable; else why not, in `out.problems`.
+std::optional<std::string> readable_zone_name(const PowercapEntry& e, const std::string& dir, Discovery& out) {
+    const ReadResult name_file = read_text_file(dir + "/name", 64);
+    std::string name(trim(name_file.text));
+    if (!name_file.ok() || name.empty()) {
+        out.problems.push_back(fmt::format("RAPL zone {}: {}", e.dir_name, name_file.ok() ? "empty name" : name_file.message));
+        return std::nullopt;
+    }
+    const std::string energy_path = dir + "/energy_uj";
+    const ReadResult energy = read_text_file(energy_path, 64);
+    if (!energy.ok() || !parse_u64(energy.text)) {
+        out.problems.push_back(fmt::format("RAPL zone {} ({}): {}", e.dir_name, name,
+                                           energy.ok() ? fmt::format("{} does not hold a number", energy_path)
+                                                       : explain_read_error(energy)));
+        return std::nullopt;
+    }
+    return name;
+}
+
+/// The published zone's header fields, with its counter's wrap range when sysfs gives a usable one.
+MeterZone make_zone(const PowercapEntry& e, const std::string& dir, const std::string& zone_name, uint32_t kind,
+                    uint32_t socket, Discovery& out) {
+    MeterZone zone;
+    zone.origin = e.dir_name;
+    zone.energy_path = dir + "/energy_uj";
+    zone.info.kind = kind;
+    zone.info.socket = socket;
+    zone.info.power_source = KEPLERSHM_POWER_RAPL;
+    keplershm::set_text(zone.info.name, zone_name);
+    const ReadResult range = read_text_file(dir + "/max_energy_range_uj", 64);
+    if (const auto max = range.ok() ? parse_u64(range.text) : std::nullopt; max && *max > 0) {
+        zone.info.max_energy_range_uj = *max;
+    } else {
+        out.notes.push_back(fmt::format("RAPL zone {} ({}): no usable max_energy_range_uj, so a wrap cannot be "
+                                        "corrected (such an interval is published as invalid)", e.dir_name, zone_name));
+    }
+    return zone;
+}
+
 }  // namespace
 
 void discover_rapl(const std::string& sysfs_root, Discovery& out) {
@@ -113,59 +152,32 @@ void discover_rapl(const std::string& sysfs_root, Discovery& out) {
     for (const PowercapEntry& e : list_entries(base)) {
         const std::string dir = base + "/" + e.dir_name;
         const bool top = e.subzone < 0;
-        if (!top) {
-            const auto parent = parent_socket.find({e.interface_rank, e.index});
-            if (parent == parent_socket.end() || !parent->second) continue;  // parent skipped: so is its subzone
+        std::optional<uint32_t>* parent = nullptr;  // a top zone's entry: its subzones' socket, or skipped
+        if (top) {
+            parent = &parent_socket[{e.interface_rank, e.index}];
+            *parent = std::nullopt;  // until the zone is taken
+        } else if (const auto p = parent_socket.find({e.interface_rank, e.index}); p == parent_socket.end() || !p->second) {
+            continue;  // parent skipped: so is its subzone
         }
-        const ReadResult name_file = read_text_file(dir + "/name", 64);
-        const std::string name(trim(name_file.text));
-        if (!name_file.ok() || name.empty()) {
-            out.problems.push_back(fmt::format("RAPL zone {}: {}", e.dir_name, name_file.ok() ? "empty name" : name_file.message));
-            if (top) parent_socket[{e.interface_rank, e.index}] = std::nullopt;
-            continue;
-        }
-        MeterZone zone;
-        zone.origin = e.dir_name;
-        zone.energy_path = dir + "/energy_uj";
-        const ReadResult energy = read_text_file(zone.energy_path, 64);
-        if (!energy.ok() || !parse_u64(energy.text)) {
-            out.problems.push_back(fmt::format("RAPL zone {} ({}): {}", e.dir_name, name,
-                                               energy.ok() ? fmt::format("{} does not hold a number", zone.energy_path)
-                                                           : explain_read_error(energy)));
-            if (top) parent_socket[{e.interface_rank, e.index}] = std::nullopt;
-            continue;
-        }
-        const uint32_t socket = top ? package_socket(name).value_or(0) : *parent_socket[{e.interface_rank, e.index}];
-        const std::string zone_name = top ? name : fmt::format("{}-{}", name, socket);
+        const std::optional<std::string> name = readable_zone_name(e, dir, out);
+        if (!name) continue;
+        const uint32_t socket = top ? package_socket(*name).value_or(0) : *parent_socket[{e.interface_rank, e.index}];
+        const std::string zone_name = top ? *name : fmt::format("{}-{}", *name, socket);
         if (!names_taken.insert(zone_name).second) {
             out.notes.push_back(fmt::format("RAPL zone {} ({}) skipped: it mirrors the zone of the same name", e.dir_name, zone_name));
-            if (top) parent_socket[{e.interface_rank, e.index}] = std::nullopt;
             continue;
         }
-        const uint32_t kind = kind_of(name, top);
-        if (kind == KEPLERSHM_ZONE_PACKAGE && name.find("-die-") != std::string::npos) {
-            const auto [first, inserted] = first_die_of_package.try_emplace(socket, zone.energy_path);
-            if (!inserted && counters_match(first->second, zone.energy_path)) {
+        const uint32_t kind = kind_of(*name, top);
+        if (kind == KEPLERSHM_ZONE_PACKAGE && name->find("-die-") != std::string::npos) {
+            const auto [first, inserted] = first_die_of_package.try_emplace(socket, dir + "/energy_uj");
+            if (!inserted && counters_match(first->second, dir + "/energy_uj")) {
                 out.notes.push_back(fmt::format("RAPL zone {} ({}) skipped: its counter mirrors another die of package {}",
-                                                e.dir_name, name, socket));
-                parent_socket[{e.interface_rank, e.index}] = std::nullopt;
+                                                e.dir_name, *name, socket));
                 continue;
             }
         }
-        if (top) parent_socket[{e.interface_rank, e.index}] = socket;
-
-        zone.info.kind = kind;
-        zone.info.socket = socket;
-        zone.info.power_source = KEPLERSHM_POWER_RAPL;
-        keplershm::set_text(zone.info.name, zone_name);
-        const ReadResult range = read_text_file(dir + "/max_energy_range_uj", 64);
-        if (const auto max = range.ok() ? parse_u64(range.text) : std::nullopt; max && *max > 0) {
-            zone.info.max_energy_range_uj = *max;
-        } else {
-            out.notes.push_back(fmt::format("RAPL zone {} ({}): no usable max_energy_range_uj, so a wrap cannot be "
-                                            "corrected (such an interval is published as invalid)", e.dir_name, zone_name));
-        }
-        out.zones.push_back(std::move(zone));
+        if (top) *parent = socket;
+        out.zones.push_back(make_zone(e, dir, zone_name, kind, socket, out));
     }
 }
 
