@@ -87,21 +87,27 @@ def fit_predict_with(params, rounds):
     return fit_predict
 
 
-def sweep(data, rows):
-    """{setting name: [cell text per (row, zone)]}, and the column titles."""
-    cells = {name: [] for name, _, _, _ in SETTINGS}
-    titles = []
+def zones_of(data, rows):
+    """(title, feature names, X, y, time_s) per row of `rows` and zone, measured rows only."""
     for group, label, features in rows:
         table = load(os.path.join(data, "nx12_rapl_abs_%s.csv" % group))
         names = train.choose_features(table, features)
         X_all = select_columns(table, names, "measured")
         for zone in ZONES:
             measured = ~np.isnan(table.targets[zone])
-            X, y, time_s = X_all[measured], table.targets[zone][measured], table.time_s[measured]
-            titles.append("%s%s %s" % (group, " frame" if features else "", zone))
-            for name, params, monotone, rounds in SETTINGS:
-                cv = blocked_cv(fit_predict_with(setting_params(params, monotone, names), rounds), X, y, time_s)
-                cells[name].append("%.2f / %.2f" % (cv.mean_mae_w, cv.worst_mae_w))
+            yield ("%s%s %s" % (group, " frame" if features else "", zone), names, X_all[measured],
+                   table.targets[zone][measured], table.time_s[measured])
+
+
+def sweep(data, rows):
+    """{setting name: [cell text per (row, zone)]}, and the column titles."""
+    cells = {name: [] for name, _, _, _ in SETTINGS}
+    titles = []
+    for title, names, X, y, time_s in zones_of(data, rows):
+        titles.append(title)
+        for name, params, monotone, rounds in SETTINGS:
+            cv = blocked_cv(fit_predict_with(setting_params(params, monotone, names), rounds), X, y, time_s)
+            cells[name].append("%.2f / %.2f" % (cv.mean_mae_w, cv.worst_mae_w))
     return cells, titles
 
 
@@ -111,17 +117,8 @@ def floors(data, rows):
     on the block's own other rows, and on all other rows. Both tasks are easier than blocked CV's, which
     sees nothing of the block; where both are above a goal on a block, the goal asks more than the
     features carry there."""
-    out = {}
-    for group, label, features in rows:
-        table = load(os.path.join(data, "nx12_rapl_abs_%s.csv" % group))
-        names = train.choose_features(table, features)
-        X_all = select_columns(table, names, "measured")
-        for zone in ZONES:
-            measured = ~np.isnan(table.targets[zone])
-            out["%s%s %s" % (group, " frame" if features else "", zone)] = train.neighbour_floor(
-                X_all[measured], table.targets[zone][measured], table.time_s[measured], names,
-                train.CANDIDATES.values())
-    return out
+    return {title: train.neighbour_floor(X, y, time_s, names, train.CANDIDATES.values())
+            for title, names, X, y, time_s in zones_of(data, rows)}
 
 
 HISTORY_ROWS = (10, 60)  # 30 s and 3 min of nx12's 3 s rows
