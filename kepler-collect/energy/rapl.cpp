@@ -103,14 +103,14 @@ std::vector<PowercapEntry> list_entries(const std::string& base) {
 }
 
 /// A zone's name and energy counter, both readable; else why not, in `out.problems`.
-std::optional<std::string> readable_zone_name(const PowercapEntry& e, const std::string& dir, Discovery& out) {
+std::optional<std::string> readable_zone_name(const PowercapEntry& e, const std::string& dir,
+                                              const std::string& energy_path, Discovery& out) {
     const ReadResult name_file = read_text_file(dir + "/name", 64);
     std::string name(trim(name_file.text));
     if (!name_file.ok() || name.empty()) {
         out.problems.push_back(fmt::format("RAPL zone {}: {}", e.dir_name, name_file.ok() ? "empty name" : name_file.message));
         return std::nullopt;
     }
-    const std::string energy_path = dir + "/energy_uj";
     const ReadResult energy = read_text_file(energy_path, 64);
     if (!energy.ok() || !parse_u64(energy.text)) {
         out.problems.push_back(fmt::format("RAPL zone {} ({}): {}", e.dir_name, name,
@@ -122,11 +122,11 @@ std::optional<std::string> readable_zone_name(const PowercapEntry& e, const std:
 }
 
 /// The published zone's header fields, with its counter's wrap range when sysfs gives a usable one.
-MeterZone make_zone(const PowercapEntry& e, const std::string& dir, const std::string& zone_name, uint32_t kind,
-                    uint32_t socket, Discovery& out) {
+MeterZone make_zone(const PowercapEntry& e, const std::string& dir, const std::string& energy_path,
+                    const std::string& zone_name, uint32_t kind, uint32_t socket, Discovery& out) {
     MeterZone zone;
     zone.origin = e.dir_name;
-    zone.energy_path = dir + "/energy_uj";
+    zone.energy_path = energy_path;
     zone.info.kind = kind;
     zone.info.socket = socket;
     zone.info.power_source = KEPLERSHM_POWER_RAPL;
@@ -159,7 +159,8 @@ void discover_rapl(const std::string& sysfs_root, Discovery& out) {
         } else if (const auto p = parent_socket.find({e.interface_rank, e.index}); p == parent_socket.end() || !p->second) {
             continue;  // parent skipped: so is its subzone
         }
-        const std::optional<std::string> name = readable_zone_name(e, dir, out);
+        const std::string energy_path = dir + "/energy_uj";
+        const std::optional<std::string> name = readable_zone_name(e, dir, energy_path, out);
         if (!name) continue;
         const uint32_t socket = top ? package_socket(*name).value_or(0) : *parent_socket[{e.interface_rank, e.index}];
         const std::string zone_name = top ? *name : fmt::format("{}-{}", *name, socket);
@@ -169,15 +170,15 @@ void discover_rapl(const std::string& sysfs_root, Discovery& out) {
         }
         const uint32_t kind = kind_of(*name, top);
         if (kind == KEPLERSHM_ZONE_PACKAGE && name->find("-die-") != std::string::npos) {
-            const auto [first, inserted] = first_die_of_package.try_emplace(socket, dir + "/energy_uj");
-            if (!inserted && counters_match(first->second, dir + "/energy_uj")) {
+            const auto [first, inserted] = first_die_of_package.try_emplace(socket, energy_path);
+            if (!inserted && counters_match(first->second, energy_path)) {
                 out.notes.push_back(fmt::format("RAPL zone {} ({}) skipped: its counter mirrors another die of package {}",
                                                 e.dir_name, *name, socket));
                 continue;
             }
         }
         if (top) *parent = socket;
-        out.zones.push_back(make_zone(e, dir, zone_name, kind, socket, out));
+        out.zones.push_back(make_zone(e, dir, energy_path, zone_name, kind, socket, out));
     }
 }
 
