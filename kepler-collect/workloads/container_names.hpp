@@ -57,7 +57,8 @@ public:
     static constexpr size_t kMaxIds = 65536;  // bound on what a hostile set of cgroups can make us keep
     static constexpr size_t kMaxConfigBytes = 4 << 20;  // config.v2.json is a few kB (env, mounts, health log)
 
-    explicit DockerNames(std::string containers_dir = "/var/lib/docker/containers");
+    /// `containers_dir`: dockerd's <data-root>/containers.
+    explicit DockerNames(std::string containers_dir);
     /// The name of a docker container, nullptr when docker's files give none.
     [[nodiscard]] const std::string* find(const std::string& container_id);
 
