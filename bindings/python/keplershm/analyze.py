@@ -183,7 +183,7 @@ def main(args):
             raise InputError("--cv evaluates train's candidates on the input; compare saved --model directories "
                              "in a separate run")
         return cross_validate(args)
-    if getattr(args, "floor", False):
+    if args.floor:
         raise InputError("--floor is part of the cross-validation: add --cv")
     if not args.model:
         raise InputError("nothing to analyze: give --model DIR (repeat for A/B) or --cv")
