@@ -241,8 +241,10 @@ Ledger::FrameWorkloads Ledger::present_workloads(const keplershm::FrameView& fra
 
 ContainerEntry& Ledger::fixed_container(const char* name, const char* namespace_name, uint64_t now) {
     ContainerEntry& c = containers_[name];
-    c.container_id = c.container_name = c.pod_name = name;
-    c.namespace_name = namespace_name;
+    if (c.container_id.empty()) {  // new: its fixed labels
+        c.container_id = c.container_name = c.pod_name = name;
+        c.namespace_name = namespace_name;
+    }
     c.energy.last_seen_ns = now;
     return c;
 }
