@@ -85,6 +85,38 @@ def test_hostile_and_broken_scalers_are_refused():
             read_max_abs_scaler(good[:n])
 
 
+# PROTO 4, NONE, 200,000 x TUPLE1, STOP: 200 KB that would build a 200,000-deep tuple.
+DEEP_TUPLES = b"\x80\x04N" + b"\x85" * 200000 + b"."
+
+
+def test_deeply_nested_values_are_refused_at_32_levels():
+    # The 32nd TUPLE1 would make a 33-deep value: refused there, at its byte, before any deep walk.
+    with pytest.raises(InputError, match=r"nest deeper than 32 levels \(at byte 35\)"):
+        read_max_abs_scaler(DEEP_TUPLES)
+    # A 32-deep value is still built (then refused as not being a scaler).
+    with pytest.raises(InputError, match="not a MaxAbsScaler"):
+        read_max_abs_scaler(b"\x80\x04N" + b"\x85" * 31 + b".")
+
+
+def test_a_value_cannot_change_once_another_holds_it():
+    # }q\x00 (memo 0 = dict), TUPLE1 holds it, then SETITEM into memo 0: the tuple would change depth
+    # after its depth was counted (and could come to hold itself).
+    pickle = b"\x80\x04}q\x00\x85h\x00\x8c\x01kNs."
+    with pytest.raises(InputError, match="already inside another"):
+        read_max_abs_scaler(pickle)
+
+
+def test_a_model_zip_whose_scaler_nests_deep_is_refused(tmp_path):
+    pytest.importorskip("xgboost")
+    source = os.path.join(DB, "rapl-sysfs/AbsPower/BPFIRQ/XgboostFitTrainer_0.zip")
+    hostile = tmp_path / "deep.zip"
+    with zipfile.ZipFile(source) as good, zipfile.ZipFile(hostile, "w", zipfile.ZIP_DEFLATED) as out:
+        for info in good.infolist():
+            out.writestr(info.filename, DEEP_TUPLES if info.filename == "scaler.pkl" else good.read(info))
+    with pytest.raises(InputError, match="scaler.pkl: values nest deeper than 32 levels"):
+        KeplerModel(str(hostile))
+
+
 def test_bad_archives_are_refused(tmp_path):
     (tmp_path / "garbage.zip").write_bytes(b"PK\x03\x04 not a zip")
     with zipfile.ZipFile(tmp_path / "evil.zip", "w") as z:

@@ -23,12 +23,41 @@ _ALLOWED_GLOBALS = {
 }
 
 
+# A MaxAbsScaler nests four deep (object, state dict, array wrapper, its shape tuple). A chain of TUPLE1
+# opcodes builds any depth at one byte per level, and a deep value is a deep recursion wherever it is
+# walked (repr, comparison): refused past this, as the C++ reader does.
+_MAX_DEPTH = 32
+
+
+class _Tuple(tuple):
+    """A tuple that knows how deep it nests (1 + its deepest item)."""
+
+    depth = 1
+
+
+class _Dict(dict):
+    """A dict that knows how deep it nests, and whether another value holds it (then it no longer changes)."""
+
+    depth = 1
+    contained = False
+
+
+class _Dtype(list):
+    """numpy.dtype(descr, ...) as ["dtype", descr, byteorder]; BUILD sets the byte order."""
+
+    depth = 1
+    contained = False
+
+
 class _Obj:
     """An instance of an allowed class: its kind and the state BUILD gave it."""
+
+    contained = False
 
     def __init__(self, kind):
         self.kind = kind
         self.state = None
+        self.depth = 1
 
 
 class _Unpickler:
@@ -63,6 +92,29 @@ class _Unpickler:
         items = self.stack[mark:]
         del self.stack[mark:]  # in place: callers hold self.stack.append already bound
         return items
+
+    def hold(self, container, part):
+        """Records that `container` now holds `part`. A held value is never changed afterwards (see
+        `changeable`), so depths stay exact and no value can come to hold itself."""
+        depth = getattr(part, "depth", 1)
+        if depth >= _MAX_DEPTH:
+            self.fail("values nest deeper than %d levels" % _MAX_DEPTH)
+        container.depth = max(container.depth, depth + 1)
+        if hasattr(part, "contained"):
+            part.contained = True
+
+    def changeable(self):
+        if not self.stack:
+            self.fail("nothing on the stack to change")
+        if getattr(self.stack[-1], "contained", False):
+            self.fail("changes a value that is already inside another")
+        return self.stack[-1]
+
+    def tuple_of(self, items):
+        out = _Tuple(items)
+        for item in items:
+            self.hold(out, item)
+        self.stack.append(out)
 
     def text(self, n):
         if n > 256:
@@ -111,7 +163,7 @@ class _Unpickler:
         if op == ord(")"):
             self.stack.append(())
         elif op == ord("}"):
-            self.stack.append({})
+            self.stack.append(_Dict())
         elif op == ord("("):
             self.marks.append(len(self.stack))
         elif op == ord("K"):
@@ -124,12 +176,13 @@ class _Unpickler:
             self.stack.append(struct.unpack(">d", self.take(8))[0])
         elif op in (0x85, 0x86, 0x87):
             n = op - 0x84
-            items = [self.pop() for _ in range(n)][::-1]
-            self.stack.append(tuple(items))
+            self.tuple_of([self.pop() for _ in range(n)][::-1])
         elif op == ord("t"):
-            self.stack.append(tuple(self.pop_mark()))
+            self.tuple_of(self.pop_mark())
         elif op == 0x93:
             name, module = self.pop(), self.pop()
+            if not isinstance(module, str) or not isinstance(name, str):
+                self.fail("STACK_GLOBAL of something other than two strings")  # never formatted: may nest deep
             full = "%s.%s" % (module, name)
             if full not in _ALLOWED_GLOBALS:
                 self.fail("global %s is not allowed (only MaxAbsScaler and numpy arrays are)" % full)
@@ -147,15 +200,17 @@ class _Unpickler:
             args, fn = self.pop(), self.pop()
             if fn != ("global", "dtype") or not isinstance(args, tuple) or len(args) != 3 or not isinstance(args[0], str):
                 self.fail("REDUCE other than numpy.dtype(descr, align, copy)")
-            self.stack.append(["dtype", args[0], "="])
+            self.stack.append(_Dtype(["dtype", args[0], "="]))
         elif op in (ord("u"), ord("s")):
             items = self.pop_mark() if op == ord("u") else [self.pop(), self.pop()][::-1]
-            if len(items) % 2 or not self.stack or not isinstance(self.stack[-1], dict):
+            target = self.changeable()
+            if len(items) % 2 or not isinstance(target, _Dict):
                 self.fail("SETITEMS on something other than a dict")
             for k, v in zip(items[::2], items[1::2]):
                 if not isinstance(k, str):
                     self.fail("dict key is not a string")
-                self.stack[-1][k] = v
+                self.hold(target, v)
+                target[k] = v
         elif op == ord("b"):
             self.build()
         else:
@@ -163,16 +218,15 @@ class _Unpickler:
 
     def build(self):
         state = self.pop()
-        if not self.stack:
-            self.fail("BUILD with an empty stack")
-        target = self.stack[-1]
-        if isinstance(target, list) and target[0] == "dtype":
+        target = self.changeable()
+        if isinstance(target, _Dtype):
             if not isinstance(state, tuple) or len(state) < 2 or not isinstance(state[1], str):
                 self.fail("dtype state is not (version, byteorder, ...)")
             target[2] = state[1]
             return
-        if not isinstance(target, _Obj) or not isinstance(state, dict):
+        if not isinstance(target, _Obj) or not isinstance(state, _Dict):
             self.fail("BUILD of something other than an object with a dict")
+        self.hold(target, state)
         target.state = state
         if target.kind == "wrapper":
             self.stack[-1] = self.inline_array(state)
@@ -202,7 +256,8 @@ def read_max_abs_scaler(data):
     if not isinstance(top, _Obj) or top.kind != "scaler" or not isinstance(top.state, dict):
         raise InputError("scaler.pkl: the pickle is not a MaxAbsScaler")
     scale = top.state.get("scale_")
-    if not isinstance(scale, list) or not scale or any(not math.isfinite(s) or s <= 0 for s in scale):
+    if not isinstance(scale, list) or not scale or any(not isinstance(s, float) or not math.isfinite(s) or s <= 0
+                                                       for s in scale):
         raise InputError("scaler.pkl: MaxAbsScaler has no valid fitted scale_")
     return scale
 
