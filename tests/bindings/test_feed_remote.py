@@ -20,8 +20,9 @@ COLLECT, FEED = os.environ.get("KEPLER_COLLECT"), os.environ.get("KEPLER_FEED")
 PYTHON = os.environ.get("KEPLERSHM_TEST_PYTHON", sys.executable)
 DEADLINE = 90  # seconds; only bounds a test that already fails
 
-pytestmark = pytest.mark.skipif(not (COLLECT and FEED), reason="needs kepler-collect and kepler-feed (KEPLER_COLLECT, "
-                                                                "KEPLER_FEED)")
+# The token checks below need neither program: only the tests that talk to a feed skip without them.
+needs_node = pytest.mark.skipif(not (COLLECT and FEED), reason="needs kepler-collect and kepler-feed (KEPLER_COLLECT, "
+                                                               "KEPLER_FEED)")
 remote = pytest.importorskip("keplershm.remote")
 try:
     remote.stubs()
@@ -82,6 +83,7 @@ def same_records(a, b):
     assert a.tobytes() == b.tobytes() or all(np.array_equal(a[n], b[n]) for n in a.dtype.names)
 
 
+@needs_node
 def test_frames_equal_the_local_readers(node, shm_name):
     local = Reader.live(shm_name)
     with remote.Subscriber(node, timeout=DEADLINE) as sub:
@@ -103,6 +105,7 @@ def test_frames_equal_the_local_readers(node, shm_name):
             assert frame.unaccounted.tobytes() == mine.unaccounted.tobytes()
 
 
+@needs_node
 def test_selection_and_refusals(node):
     with remote.Subscriber(node, sections={"processes": ["pid", "cpu_time_ns"]}, top_n=2, timeout=DEADLINE) as sub:
         frame = next(iter(sub))
@@ -115,6 +118,7 @@ def test_selection_and_refusals(node):
     assert "unknown section 'gpus'" in str(refused.value)
 
 
+@needs_node
 def test_record_remote_reads_back_like_a_local_recording(node, shm_name, tmp_path):
     out = tmp_path / "remote.kshm"
     result = subprocess.run([PYTHON, "-m", "keplershm", "record", "--remote", node, "--out", str(out),
@@ -144,6 +148,7 @@ def test_record_remote_reads_back_like_a_local_recording(node, shm_name, tmp_pat
     assert matched >= 1
 
 
+@needs_node
 def test_feed_serves_an_estimates_segment(tmp_path, shm_name):
     """An external model's answers (PROTOCOL.md §8) reach off-node consumers through a feed of their own
     segment, with the (generation, sequence) of the collector frame each one answers."""
@@ -165,6 +170,7 @@ def test_feed_serves_an_estimates_segment(tmp_path, shm_name):
 
 
 @pytest.mark.skipif(not os.environ.get("KEPLER_ESTIMATE"), reason="needs kepler-estimate (KEPLER_ESTIMATE)")
+@needs_node
 def test_feed_joins_kepler_estimates_own_answers(tmp_path, shm_name):
     """kepler-estimate --publish-estimates and kepler-feed --estimates: frame.model_estimates holds the answer
     to that very frame, equal to the local estimates segment's (same dtype, same rows)."""
@@ -199,3 +205,42 @@ def test_feed_joins_kepler_estimates_own_answers(tmp_path, shm_name):
             assert next(iter(sub)).model_estimates == {}
     finally:
         stop(children)
+
+
+PLAINTEXT_REFUSED = ("node-1.example:9106", "10.0.0.5:9106", "[2001:db8::1]:9106", "dns:///node-1:9106",
+                     "ipv4:127.0.0.1:9106,10.0.0.5:9106", "localhost.attacker.example:9106")
+LOOPBACK = ("localhost:9106", "127.0.0.2:9106", "[::1]:9106", "::1", "ipv4:127.0.0.1:9106", "dns:///localhost:9106",
+            "unix:/run/keplershm/feed.sock")
+
+
+@pytest.mark.parametrize("target", PLAINTEXT_REFUSED)
+def test_a_token_is_not_sent_in_plain_text_beyond_loopback(target):
+    with pytest.raises(keplershm.errors.InvalidArgument) as refused:
+        remote.Subscriber(target, token="secret")
+    message = str(refused.value)
+    assert target in message and "tls=" in message and "allow_plaintext_token=True" in message
+    assert "secret" not in message
+    assert isinstance(refused.value, ValueError)
+
+
+@pytest.mark.parametrize("target", LOOPBACK)
+def test_a_token_may_go_in_plain_text_to_loopback(target):
+    remote.Subscriber(target, token="secret").close()  # the channel connects lazily: nothing listens here
+
+
+def test_a_token_goes_in_plain_text_when_the_caller_says_so_or_over_tls():
+    remote.Subscriber("node-1.example:9106", token="secret", allow_plaintext_token=True).close()
+    remote.Subscriber("node-1.example:9106", token="secret", tls=True).close()
+    remote.Subscriber("node-1.example:9106").close()  # no token: nothing to protect
+
+
+def test_record_refuses_a_plaintext_token_before_creating_the_file(tmp_path):
+    token, out = tmp_path / "token", tmp_path / "remote.kshm"
+    token.write_text("secret\n")
+    result = subprocess.run([PYTHON, "-m", "keplershm", "record", "--remote", "node-1.example:9106", "--token-file",
+                             str(token), "--out", str(out), "--duration", "1s"],
+                            capture_output=True, text=True, timeout=DEADLINE)
+    assert result.returncode == 2, result.stderr
+    assert "over plain text" in result.stderr and "--tls-ca" in result.stderr
+    assert "--allow-plaintext-token" in result.stderr
+    assert not out.exists()

@@ -21,6 +21,9 @@ def _parser():
     r.add_argument("--tls-ca", help="with --remote: use TLS, trusting this CA (PEM) for the feed's certificate")
     r.add_argument("--tls-cert", help="with --remote and --tls-ca: client certificate (PEM)")
     r.add_argument("--tls-key", help="with --remote and --tls-ca: client private key (PEM)")
+    r.add_argument("--allow-plaintext-token", action="store_true",
+                   help="with --remote and --token-file but no --tls-ca: send the token in plain text to a target "
+                        "that is not loopback (refused otherwise: anyone on the path could read it)")
     r.add_argument("--out", required=True, help="recording file to create")
     r.add_argument("--duration", help="stop after this long (30, 30s, 5m, 2h); default: until the writer retires")
     r.add_argument("--max-size", help="stop before the file exceeds this size (500M, 2G)")

@@ -115,7 +115,8 @@ def _record_remote(args, duration, cap):
     print("recording kepler-feed %s into %s%s%s (Ctrl-C stops)" % (
         args.remote, args.out, " for %gs" % duration if duration else "",
         ", at most %d bytes" % cap if cap else ""), file=sys.stderr)
-    return record_remote(args.remote, args.out, duration, cap, sections=sections, token=token, tls=tls)
+    return record_remote(args.remote, args.out, duration, cap, sections=sections, token=token, tls=tls,
+                         allow_plaintext_token=args.allow_plaintext_token)
 
 
 def main(args):

@@ -21,12 +21,13 @@ source's answer to that very frame (matched on generation and sequence) or why i
 The gRPC stubs are generated from ``kepler-feed/proto`` at build time (``<build>/kepler-feed/python``):
 that directory must be on ``sys.path`` (PYTHONPATH) or named by ``$KEPLERSHM_FEED_STUBS``.
 """
+import ipaddress
 import os
 import sys
 import types
 
 from . import _abi
-from .errors import KeplershmError
+from .errors import InvalidArgument, KeplershmError
 from .reader import SECTION_IDS, SECTIONS, ZONE_KINDS, Frame, Generation, Zone
 from .schema import FieldSpec, Schema, check_fields, np
 
@@ -90,6 +91,54 @@ def channel(target, tls=None):
                                          private_key=_read(tls["key"]) if tls.get("key") else None,
                                          certificate_chain=_read(tls["cert"]) if tls.get("cert") else None)
     return grpc.secure_channel(target, creds, options)
+
+
+def _hosts_of(target):
+    """The host names or addresses a gRPC target names; None for a local socket (unix:, unix-abstract:)."""
+    if target.startswith(("unix:", "unix-abstract:")):
+        return None
+    scheme, colon, rest = target.partition(":")
+    if colon and scheme in ("ipv4", "ipv6"):
+        return [_host_of(address) for address in rest.split(",")]
+    if colon and scheme == "dns":
+        # dns:[//authority/]host[:port]: the authority is the DNS server asked, not the peer.
+        rest = rest[2:].partition("/")[2] if rest.startswith("//") else rest
+        return [_host_of(rest)]
+    return [_host_of(target)]
+
+
+def _host_of(address):
+    """host of "host:port", "[v6]:port", "host" or a bare IPv6 address."""
+    if address.startswith("["):
+        return address[1:].partition("]")[0]
+    if address.count(":") > 1:
+        return address  # a bare IPv6 address: its colons are not a port separator
+    return address.partition(":")[0]
+
+
+def _is_loopback(host):
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False  # a name other than localhost may resolve anywhere
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return ip.is_loopback or bool(mapped and mapped.is_loopback)
+
+
+def check_token_channel(target, token, tls, allow_plaintext_token=False):
+    """Refuses to send a bearer token in plain text beyond this machine: anyone on the path could read it
+    and then subscribe as this client. Loopback and unix-socket targets never leave the host."""
+    if not token or tls or allow_plaintext_token:
+        return
+    hosts = _hosts_of(target)
+    if hosts is None or (hosts and all(_is_loopback(h) for h in hosts)):
+        return
+    raise InvalidArgument("refusing to send the bearer token to kepler-feed at %s over plain text (no TLS): give "
+                          "tls= the CA file that signed the feed's certificate (record: --tls-ca FILE), or accept "
+                          "that the token can be read on the network with allow_plaintext_token=True "
+                          "(record: --allow-plaintext-token)" % target)
 
 
 def _zones(zones):
@@ -173,11 +222,15 @@ class Subscriber:
     name → list of fields; default every section with every field. ``containers``, ``pods``,
     ``namespaces``: keep only processes of those workloads; ``top_n``: the N busiest processes.
     ``from_sequence``: start at that frame while the feed holds it (0: the newest). ``token``: the
-    feed's bearer token; ``tls``: see :func:`channel`. ``timeout``: seconds the whole subscription may last.
+    feed's bearer token; ``tls``: see :func:`channel`. A token is sent in plain text (no ``tls``) only to a
+    loopback target (localhost, 127.0.0.0/8, [::1]) or a ``unix:`` socket, unless
+    ``allow_plaintext_token=True`` says that is meant; otherwise the constructor raises InvalidArgument (a
+    ValueError). ``timeout``: seconds the whole subscription may last.
     """
 
     def __init__(self, target, sections=None, *, containers=(), pods=(), namespaces=(), top_n=0, from_sequence=0,
-                 token=None, tls=None, timeout=None):
+                 token=None, tls=None, timeout=None, allow_plaintext_token=False):
+        check_token_channel(target, token, tls, allow_plaintext_token)
         if np is None:
             raise RuntimeError("keplershm.remote needs numpy (python3-numpy)")
         self._grpc, self._pb, pb_grpc = stubs()
@@ -335,9 +388,11 @@ def _publish(writer, frame):
     return writer.commit(draft)
 
 
-def record_remote(target, out, duration_s=None, max_bytes=0, sections=None, token=None, tls=None, progress=None):
+def record_remote(target, out, duration_s=None, max_bytes=0, sections=None, token=None, tls=None, progress=None,
+                  allow_plaintext_token=False):
     """Records frames of the kepler-feed at `target` into `out` (the usual recording format) until
-    `duration_s`, `max_bytes`, the feed ending the subscription, or Ctrl-C. Returns a RecordResult."""
+    `duration_s`, `max_bytes`, the feed ending the subscription, or Ctrl-C. Returns a RecordResult.
+    `token`, `tls` and `allow_plaintext_token` as for :class:`Subscriber`."""
     import secrets
     import time
     from .errors import NoSpace
@@ -349,7 +404,8 @@ def record_remote(target, out, duration_s=None, max_bytes=0, sections=None, toke
     deadline = None if duration_s is None else time.monotonic() + duration_s
     writer = reader = generation = None
     caps = {}
-    subscriber = Subscriber(target, sections=sections, token=token, tls=tls, timeout=duration_s)
+    subscriber = Subscriber(target, sections=sections, token=token, tls=tls, timeout=duration_s,
+                            allow_plaintext_token=allow_plaintext_token)
     try:
         with Recorder(out, max_bytes) as recorder:
             for frame in subscriber:
