@@ -77,7 +77,17 @@ class Exists(KeplershmError):
 
 
 class NoSpace(KeplershmError):
-    """A size cap (recording --max-size, segment byte cap) or the filesystem's free space was hit."""
+    """A size cap (recording --max-size, segment byte cap) or the filesystem's free space was hit.
+    The recorder says which: :class:`SizeCapReached` or :class:`DiskFull`."""
+
+
+class SizeCapReached(NoSpace):
+    """A recording reached the ``max_bytes`` its caller set: an expected end, the file is whole."""
+
+
+class DiskFull(NoSpace):
+    """The filesystem had no room for a recording's next bytes (ENOSPC, or EFBIG past the file size limit):
+    the recording ends with the frames written before it."""
 
 
 class CapacityExceeded(KeplershmError):

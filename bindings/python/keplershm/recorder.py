@@ -12,7 +12,7 @@ from collections import namedtuple
 
 from . import _abi
 from ._lib import check, lib, raise_for
-from .errors import NoSpace
+from .errors import DiskFull, NoSpace, SizeCapReached
 from .reader import E_END, E_TIMEOUT, E_WRITER_GONE, OK, SLICE_MS, STATE_RETIRED, Reader
 
 RecordResult = namedtuple("RecordResult", "frames missed bytes stopped_because")
@@ -37,15 +37,35 @@ def parse_duration(text):
     return float(m.group(1)) * _TIME[(m.group(2) or "").lower()]
 
 
+# The C recorder's NO_SPACE covers both its own cap and the filesystem's ENOSPC/EFBIG; its detail text
+# for the cap (libkeplershm/src/recorder.cpp) tells them apart.
+_CAP_DETAIL = "reached its cap"
+
+
 class Recorder:
-    """An open recording file; frames are appended with :meth:`append_next` from a live Reader."""
+    """An open recording file; frames are appended with :meth:`append_next` from a live Reader.
+
+    Every call raises :class:`~keplershm.errors.SizeCapReached` at ``max_bytes`` and
+    :class:`~keplershm.errors.DiskFull` when the filesystem has no room (both are ``NoSpace``)."""
 
     def __init__(self, path, max_bytes=0, fsync_every=0):
         opts = _abi.RecorderOpts(C.sizeof(_abi.RecorderOpts), max_bytes, fsync_every, 0)
         self.path = str(path)
+        self.max_bytes = max_bytes
         self._pointer = C.c_void_p()
-        check(lib.keplershm_recorder_open(self.path.encode(), C.byref(opts), C.byref(self._pointer)),
-              "cannot create recording '%s'" % self.path)
+        self._check(lib.keplershm_recorder_open(self.path.encode(), C.byref(opts), C.byref(self._pointer)),
+                    "cannot create recording '%s'" % self.path)
+
+    def _check(self, code, context):
+        try:
+            return check(code, context)
+        except NoSpace as e:
+            if self.max_bytes and _CAP_DETAIL in e.detail:
+                raise SizeCapReached("recording '%s' reached its size cap of %d bytes" % (self.path, self.max_bytes),
+                                     e.code, e.detail) from None
+            why = e.detail.rpartition(": ")[2] or str(e)  # the detail ends with strerror: ENOSPC or EFBIG
+            raise DiskFull("disk full: no room left for recording '%s' on its filesystem (%s)" % (self.path, why),
+                           e.code, e.detail) from None
 
     def append_next(self, reader, timeout_ms):
         """Copy the reader's next frame into the file. Returns (rc, missed): rc OK, or a wait outcome."""
@@ -53,14 +73,15 @@ class Recorder:
         rc = lib.keplershm_reader_next(reader._h, timeout_ms, C.byref(view))
         if rc != OK:
             return rc, 0
-        check(lib.keplershm_recorder_append(self._pointer, reader._h, C.byref(view)), "appending to '%s'" % self.path)
+        self._check(lib.keplershm_recorder_append(self._pointer, reader._h, C.byref(view)),
+                    "appending to '%s'" % self.path)
         return OK, view.missed
 
     def close(self):
         """Flush and close; raises if the data could not be written to disk."""
         if self._pointer:
             pointer, self._pointer = self._pointer, C.c_void_p()
-            check(lib.keplershm_recorder_close(pointer), "closing recording '%s'" % self.path)
+            self._check(lib.keplershm_recorder_close(pointer), "closing recording '%s'" % self.path)
 
     def __enter__(self):
         return self
@@ -83,8 +104,8 @@ def record(shm_name, out, duration_s=None, max_bytes=0, writer_grace_s=5.0, prog
                 left_ms = SLICE_MS if deadline is None else max(1, min(SLICE_MS, int((deadline - time.monotonic()) * 1000)))
                 try:
                     rc, lost = recorder.append_next(reader, left_ms)
-                except NoSpace:
-                    stopped = "size cap of %d bytes reached" % max_bytes
+                except NoSpace as e:
+                    stopped = stop_reason(e, max_bytes)
                     break
                 if rc == OK:
                     frames, missed, gone_since = frames + 1, missed + lost, None
@@ -104,6 +125,13 @@ def record(shm_name, out, duration_s=None, max_bytes=0, writer_grace_s=5.0, prog
     return RecordResult(frames, missed, size, stopped)
 
 
+def stop_reason(no_space, max_bytes):
+    """RecordResult.stopped_because for the NoSpace that ended a recording: the cap, or "disk full: ..."."""
+    if isinstance(no_space, SizeCapReached):
+        return "size cap of %d bytes reached" % max_bytes
+    return str(no_space)
+
+
 def _record_remote(args, duration, cap):
     from .remote import record_remote
     token = None
@@ -121,18 +149,18 @@ def _record_remote(args, duration, cap):
 
 def main(args):
     """CLI: python3 -m keplershm record (--shm-name NAME | --remote HOST:PORT) --out FILE [--duration D]
-    [--max-size SIZE]."""
+    [--max-size SIZE]. Exit status 1 when the disk filled (the file keeps the frames before), else 0."""
     duration = parse_duration(args.duration) if args.duration else None
     cap = parse_size(args.max_size) if args.max_size else 0
     if getattr(args, "remote", None):
-        result = _record_remote(args, duration, cap)
-        print("%d frames (%d missed), %d bytes: stopped because %s" % (result.frames, result.missed, result.bytes,
-                                                                      result.stopped_because), file=sys.stderr)
-        return 0
+        return _report(_record_remote(args, duration, cap))
     print("recording segment '%s' into %s%s%s (Ctrl-C stops)" % (
         args.shm_name, args.out, " for %gs" % duration if duration else "",
         ", at most %d bytes" % cap if cap else ""), file=sys.stderr)
-    result = record(args.shm_name, args.out, duration, cap)
+    return _report(record(args.shm_name, args.out, duration, cap))
+
+
+def _report(result):
     print("%d frames (%d missed), %d bytes: stopped because %s" % (result.frames, result.missed, result.bytes,
                                                                   result.stopped_because), file=sys.stderr)
-    return 0
+    return 1 if result.stopped_because.startswith("disk full") else 0

@@ -397,7 +397,7 @@ def record_remote(target, out, duration_s=None, max_bytes=0, sections=None, toke
     import time
     from .errors import NoSpace
     from .reader import Reader
-    from .recorder import OK, Recorder, RecordResult
+    from .recorder import OK, Recorder, RecordResult, stop_reason
     relay = "keplershm-relay-%d-%s" % (os.getpid(), secrets.token_hex(4))
     frames = missed = 0
     stopped = "duration reached"
@@ -422,8 +422,8 @@ def record_remote(target, out, duration_s=None, max_bytes=0, sections=None, toke
                     progress(frames, missed)
                 if deadline is not None and time.monotonic() >= deadline:
                     break
-    except NoSpace:
-        stopped = "size cap of %d bytes reached" % max_bytes
+    except NoSpace as e:
+        stopped = stop_reason(e, max_bytes)
     except FeedError as e:
         if e.status == "DEADLINE_EXCEEDED":
             stopped = "duration reached"
