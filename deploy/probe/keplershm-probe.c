@@ -1,9 +1,13 @@
 /* keplershm-probe: liveness/readiness check of a keplershm segment, through the C ABI only.
+ * With --alive-file PATH it checks instead that a file's mtime is recent: kepler-estimate --alive-file
+ * touches one every second from its pipeline loop, so its liveness needs none of its HTTP workers (a
+ * flood of slow clients holding every worker must not get it restarted) and says the loop runs.
  *
  * Opens /dev/shm/NAME read-only (as any reader would), watches its writer's heartbeat, and exits
  *   0  the writer is ACTIVE and its heartbeat advanced while watched (within one heartbeat period),
  *   1  it is not: no segment, unreadable, not a keplershm segment, retired, replaced, or stale (the
- *      heartbeat stood still for the limit),
+ *      heartbeat stood still for the limit); with --alive-file: the file is missing, or its mtime is
+ *      further than the limit from now (CLOCK_REALTIME, in either direction),
  *   2  usage error.
  * One line on stdout (healthy) or stderr (unhealthy) says which, so `kubectl describe pod` and
  * `systemctl status` show the reason. Liveness depends neither on pids nor on whose clock the writer
@@ -11,7 +15,9 @@
  * probe's own clock, so the writer may run in another time namespace.
  *
  * C99, keplershm.h and libkeplershm.so.1 only, so it fits into any image beside the library. */
-#define _POSIX_C_SOURCE 200809L /* gmtime_r */
+#define _POSIX_C_SOURCE 200809L /* gmtime_r, clock_gettime, st_mtim */
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,8 +28,13 @@
 
 enum { EXIT_HEALTHY = 0, EXIT_UNHEALTHY = 1, EXIT_USAGE = 2 };
 
+/* --alive-file without --max-age: ten of the estimator's one-second touches missed. */
+#define ALIVE_FILE_DEFAULT_MAX_AGE_NS 10000000000ull
+
 struct probe_options {
     const char *shm_name;
+    int shm_name_given;
+    const char *alive_file; /* NULL: probe the segment */
     uint64_t max_age_ns; /* how long the heartbeat may stand still; 0: the readers' own limit, 3 periods + 1 s */
     int quiet;
 };
@@ -31,12 +42,17 @@ struct probe_options {
 static void usage(FILE *out) {
     fprintf(out,
             "usage: keplershm-probe [--shm-name[=]NAME] [--max-age[=]DURATION] [--quiet]\n"
+            "       keplershm-probe --alive-file[=]PATH [--max-age[=]DURATION] [--quiet]\n"
             "  --shm-name NAME     segment under /dev/shm (default: keplershm)\n"
             "  --max-age DURATION  how long the heartbeat may stand still, e.g. 10s, 500ms (default: 3\n"
             "                      heartbeat periods + 1 s, the limit readers use); the probe watches the\n"
-            "                      segment this long at most, and answers as soon as the heartbeat advances\n"
+            "                      segment this long at most, and answers as soon as the heartbeat advances.\n"
+            "                      With --alive-file: how old the file's mtime may be (default: 10s)\n"
+            "  --alive-file PATH   instead of a segment, check that PATH was modified within --max-age\n"
+            "                      (kepler-estimate --alive-file touches it every second); answers at once\n"
             "  --quiet             print nothing when healthy\n"
-            "exit status: 0 writer active with an advancing heartbeat, 1 unhealthy (reason on stderr), 2 usage\n");
+            "exit status: 0 writer active with an advancing heartbeat (or a fresh alive file), 1 unhealthy\n"
+            "(reason on stderr), 2 usage\n");
 }
 
 /* "10s", "500ms", "2m", "1h", "1.5" (seconds) -> nanoseconds; 0 on a malformed or non-positive value. */
@@ -68,6 +84,8 @@ static const char *option_value(int argc, char **argv, int *i, const char *name)
 static int parse_arguments(int argc, char **argv, struct probe_options *o) {
     int i;
     o->shm_name = "keplershm";
+    o->shm_name_given = 0;
+    o->alive_file = NULL;
     o->max_age_ns = 0;
     o->quiet = 0;
     for (i = 1; i < argc; ++i) {
@@ -80,6 +98,13 @@ static int parse_arguments(int argc, char **argv, struct probe_options *o) {
             o->quiet = 1;
         } else if ((value = option_value(argc, argv, &i, "--shm-name")) != NULL) {
             o->shm_name = value;
+            o->shm_name_given = 1;
+        } else if ((value = option_value(argc, argv, &i, "--alive-file")) != NULL) {
+            if (*value == '\0') {
+                fprintf(stderr, "keplershm-probe: --alive-file: expected a path\n");
+                return -1;
+            }
+            o->alive_file = value;
         } else if ((value = option_value(argc, argv, &i, "--max-age")) != NULL) {
             o->max_age_ns = parse_duration_ns(value);
             if (o->max_age_ns == 0) {
@@ -91,6 +116,10 @@ static int parse_arguments(int argc, char **argv, struct probe_options *o) {
             usage(stderr);
             return -1;
         }
+    }
+    if (o->alive_file != NULL && o->shm_name_given) {
+        fprintf(stderr, "keplershm-probe: --alive-file checks a file, --shm-name a segment: give one of them\n");
+        return -1;
     }
     return 0;
 }
@@ -189,6 +218,48 @@ static int watch(const struct probe_options *o, keplershm_reader *reader) {
     }
 }
 
+/* Healthy while `o->alive_file` was modified within --max-age of now. Both sides are CLOCK_REALTIME
+ * of this host (time namespaces do not virtualize it), so the ages compare; an mtime in the future by
+ * more than the limit is refused too, or a file set ahead once would pass for as long as it is ahead. */
+static int probe_alive_file(const struct probe_options *o) {
+    const uint64_t limit_ns = o->max_age_ns != 0 ? o->max_age_ns : ALIVE_FILE_DEFAULT_MAX_AGE_NS;
+    struct stat st;
+    struct timespec now;
+    double age_s;
+    if (stat(o->alive_file, &st) != 0) {
+        const int err = errno;
+        if (err == ENOENT) {
+            fprintf(stderr, "keplershm-probe: UNHEALTHY: no alive file %s: the estimator has not started its loop, "
+                            "or runs without --alive-file=%s\n", o->alive_file, o->alive_file);
+        } else {
+            fprintf(stderr, "keplershm-probe: UNHEALTHY: cannot stat alive file %s: %s\n", o->alive_file, strerror(err));
+        }
+        return EXIT_UNHEALTHY;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        fprintf(stderr, "keplershm-probe: UNHEALTHY: alive file %s is not a regular file\n", o->alive_file);
+        return EXIT_UNHEALTHY;
+    }
+    clock_gettime(CLOCK_REALTIME, &now);
+    age_s = (double)(now.tv_sec - st.st_mtim.tv_sec) + (double)(now.tv_nsec - st.st_mtim.tv_nsec) / 1e9;
+    if (age_s > (double)limit_ns / 1e9) {
+        fprintf(stderr, "keplershm-probe: UNHEALTHY: alive file %s is stale: age %.1f s, limit %.1f s (the "
+                        "estimator's loop is hung or stopped)\n", o->alive_file, age_s, (double)limit_ns / 1e9);
+        return EXIT_UNHEALTHY;
+    }
+    if (-age_s > (double)limit_ns / 1e9) {
+        fprintf(stderr, "keplershm-probe: UNHEALTHY: alive file %s was modified %.1f s in the future, limit %.1f s "
+                        "(set by something other than the estimator, or the clock stepped back)\n", o->alive_file,
+                -age_s, (double)limit_ns / 1e9);
+        return EXIT_UNHEALTHY;
+    }
+    if (!o->quiet) {
+        printf("keplershm-probe: OK: alive file %s modified %.1f s ago (limit %.1f s)\n", o->alive_file,
+               age_s < 0 ? 0.0 : age_s, (double)limit_ns / 1e9);
+    }
+    return EXIT_HEALTHY;
+}
+
 int main(int argc, char **argv) {
     struct probe_options options;
     struct keplershm_reader_opts reader_options;
@@ -197,6 +268,7 @@ int main(int argc, char **argv) {
     int verdict;
 
     if (parse_arguments(argc, argv, &options) != 0) return EXIT_USAGE;
+    if (options.alive_file != NULL) return probe_alive_file(&options);
     if ((keplershm_abi_version() & 0xffffu) < 1) {  /* 1.0 libraries judge liveness by comparing clocks */
         fprintf(stderr, "keplershm-probe: UNHEALTHY: the libkeplershm.so.1 loaded is ABI %u.%u; this probe needs 1.1 "
                         "or newer (liveness from heartbeat progress)\n", keplershm_abi_version() >> 16,

@@ -2,6 +2,7 @@
 // ACTIVE and its heartbeat advances while probed; every other case exits 1 with a line that names the cause.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -235,6 +236,70 @@ TEST(Probe, GroupReadableSegmentIsHealthyForAnotherUserOfThatGroup) {
     const Outcome o = run_probe({"--shm-name", name},
                                 "65532");  // setpriv --regid=65532: the group that may read it
     EXPECT_EQ(o.status, 0) << o.err;
+}
+
+/// A file for --alive-file whose mtime is `age` before now (negative: in the future); removed when destroyed.
+class AliveFile {
+public:
+    explicit AliveFile(std::chrono::seconds age) : path_(fs::temp_directory_path() / unique_name("alive-file")) {
+        std::ofstream(path_).put('\n');
+        timespec times[2];
+        clock_gettime(CLOCK_REALTIME, &times[1]);
+        times[1].tv_sec -= age.count();
+        times[0] = times[1];
+        EXPECT_EQ(utimensat(AT_FDCWD, path_.c_str(), times, 0), 0);
+    }
+    ~AliveFile() { fs::remove(path_); }
+    const std::string& path() const { return path_; }
+
+private:
+    std::string path_;
+};
+
+TEST(ProbeAliveFile, FreshFileIsHealthyAtOnce) {
+    const AliveFile file(0s);
+    const auto start = Clock::now();
+    const Outcome o = run_probe({"--alive-file", file.path(), "--max-age", "30s"});
+    EXPECT_LT(Clock::now() - start, 2s) << "a file's age needs no watching";
+    EXPECT_EQ(o.status, 0) << o.err;
+    EXPECT_NE(o.out.find("OK"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("limit 30.0 s"), std::string::npos) << o.out;
+    EXPECT_EQ(run_probe({"--alive-file=" + file.path(), "--quiet"}).out, "") << "--quiet prints nothing when healthy";
+    EXPECT_EQ(run_probe({"--alive-file", AliveFile(5s).path(), "--max-age", "30s"}).status, 0) << "5 s old, 30 s allowed";
+}
+
+TEST(ProbeAliveFile, StaleFileIsUnhealthyWithItsAge) {
+    const AliveFile file(40s);
+    const Outcome o = run_probe({"--alive-file", file.path(), "--max-age", "30s", "--quiet"});
+    EXPECT_EQ(o.status, 1) << o.out;
+    EXPECT_NE(o.err.find("stale: age 40"), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find("limit 30.0 s"), std::string::npos) << o.err;
+    EXPECT_EQ(run_probe({"--alive-file", file.path()}).status, 1) << "40 s is past the default 10 s too";
+}
+
+TEST(ProbeAliveFile, FileFromTheFutureIsUnhealthy) {
+    const AliveFile file(-60s);  // would otherwise pass for the next minute whatever the estimator does
+    const Outcome o = run_probe({"--alive-file", file.path(), "--max-age", "30s"});
+    EXPECT_EQ(o.status, 1) << o.out;
+    EXPECT_NE(o.err.find("in the future"), std::string::npos) << o.err;
+}
+
+TEST(ProbeAliveFile, MissingFileOrDirectoryIsUnhealthy) {
+    const std::string missing = fs::temp_directory_path() / unique_name("no-alive-file");
+    Outcome o = run_probe({"--alive-file", missing, "--max-age", "30s"});
+    EXPECT_EQ(o.status, 1);
+    EXPECT_NE(o.err.find("no alive file " + missing), std::string::npos) << o.err;
+    o = run_probe({"--alive-file", fs::temp_directory_path(), "--max-age", "30s"});
+    EXPECT_EQ(o.status, 1);
+    EXPECT_NE(o.err.find("not a regular file"), std::string::npos) << o.err;
+}
+
+TEST(ProbeAliveFile, UsageErrorsExitTwo) {
+    const AliveFile file(0s);
+    EXPECT_EQ(run_probe({"--alive-file"}).status, 2) << "a missing value";
+    EXPECT_EQ(run_probe({"--alive-file="}).status, 2) << "an empty path";
+    EXPECT_EQ(run_probe({"--alive-file", file.path(), "--shm-name", "keplershm"}).status, 2) << "a file or a segment";
+    EXPECT_EQ(run_probe({"--alive-file", file.path(), "--max-age", "soon"}).status, 2);
 }
 
 TEST(Probe, UsageErrorsExitTwo) {
