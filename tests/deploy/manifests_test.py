@@ -5,6 +5,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -15,6 +16,12 @@ ALLOWED_COLLECTOR_CAPABILITIES = {"BPF", "PERFMON", "SYS_RESOURCE"}
 REQUIRED_COLLECTOR_CAPABILITIES = {"BPF", "PERFMON"}
 # Largest node the /dev/shm size limit is checked for: the segment has one CPU record per CPU.
 MAX_NODE_CPUS = 1024
+# The only peer admitted to the metrics port (common/networkpolicy.yaml explains the choice): both
+# selectors in one entry, so a pod must match both.
+SCRAPER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+           "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
+# The estimator touches its --alive-file every second; its liveness probe allows this many seconds.
+ALIVE_FILE_MAX_AGE_S = 30
 
 
 def sidecar():
@@ -25,6 +32,18 @@ def split():
     collect = ds.kube_documents("split/daemonset-collect.yaml")[0]
     estimate = ds.kube_documents("split/daemonset-estimate.yaml")[0]
     return collect, estimate
+
+
+def option(command, name):
+    """The value of `name` in a probe command, given as "NAME VALUE" or "NAME=VALUE"."""
+    value = ds.flag_value(command[1:], name)
+    if value is None and name in command:
+        value = command[command.index(name) + 1]
+    return value
+
+
+def network_policies():
+    return [(path, d) for path, d in all_manifests() if d.get("kind") == "NetworkPolicy"]
 
 
 def all_manifests():
@@ -90,12 +109,34 @@ class CommonChecks:
         models = [m for m in e["volumeMounts"] if model_path.startswith(m["mountPath"] + "/")]
         test.assertEqual(len(models), 1, "the model directory is on a volume")
         test.assertIn("emptyDir", ds.volume(spec, models[0]["name"]), "downloads need a writable emptyDir")
+        self.check_estimator_liveness(test, spec, e)
+
+    def check_estimator_liveness(self, test, spec, e):
+        """Alive while its loop touches --alive-file: not an HTTP GET, which slow clients holding every
+        HTTP worker would fail, getting a working estimator killed."""
+        liveness = e["livenessProbe"]
+        test.assertEqual(set(liveness) & {"exec", "httpGet", "tcpSocket", "grpc"}, {"exec"})
+        command = liveness["exec"]["command"]
+        path = option(command, "--alive-file")
+        test.assertTrue(path, "the liveness probe reads the alive file")
+        test.assertEqual(path, ds.flag_value(e["args"], "--alive-file"), "the file the estimator touches")
+        test.assertEqual(option(command, "--max-age"), f"{ALIVE_FILE_MAX_AGE_S}s")
+        test.assertIn("--quiet", command)
+        mounts = [m for m in e["volumeMounts"] if path.startswith(m["mountPath"] + "/")]
+        test.assertEqual(len(mounts), 1, "the alive file is on a volume (the root filesystem is read-only)")
+        test.assertIs(mounts[0].get("readOnly", False), False, "the estimator writes it")
+        test.assertIn("emptyDir", ds.volume(spec, mounts[0]["name"]), "a volume of the pod's own, not the host's")
+        test.assertLess(liveness["timeoutSeconds"], ALIVE_FILE_MAX_AGE_S, "the probe answers at once")
 
     def check_probes(self, test, c, kinds):
         commands = ds.probe_commands(c)
         test.assertEqual(set(commands), set(kinds), f"{c['name']}: exec probes {set(commands)}")
         for command in commands.values():
             test.assertEqual(command[0], "/usr/local/bin/keplershm-probe")
+            if "--alive-file" in command or any(a.startswith("--alive-file=") for a in command):
+                test.assertEqual(option(command, "--alive-file"), ds.flag_value(c["args"], "--alive-file"),
+                                 "the probe reads the file the container touches")
+                continue
             test.assertEqual(ds.flag_value(command[1:], "--shm-name") or command[command.index("--shm-name") + 1],
                              ds.flag_value(c["args"], "--shm-name"), "the probe watches the segment the container uses")
 
@@ -146,8 +187,7 @@ class SidecarTopology(unittest.TestCase, CommonChecks):
 
     def test_probes_call_keplershm_probe(self):
         self.check_probes(self, self.collect, {"startupProbe", "livenessProbe", "readinessProbe"})
-        self.check_probes(self, self.estimate, {"readinessProbe"})
-        self.assertEqual(self.estimate["livenessProbe"]["httpGet"]["port"], "http-metrics")
+        self.check_probes(self, self.estimate, {"readinessProbe", "livenessProbe"})
 
     def test_service_account_token_reaches_the_collector_only(self):
         self.assertIs(self.spec["automountServiceAccountToken"], False)
@@ -204,7 +244,7 @@ class SplitTopology(unittest.TestCase, CommonChecks):
 
     def test_probes_call_keplershm_probe(self):
         self.check_probes(self, self.collect, {"startupProbe", "livenessProbe", "readinessProbe"})
-        self.check_probes(self, self.estimate, {"readinessProbe"})
+        self.check_probes(self, self.estimate, {"readinessProbe", "livenessProbe"})
 
 
 def readme_segment_size(processes, workloads, strings, slots, cpus):
@@ -271,8 +311,65 @@ class ClusterObjects(unittest.TestCase):
     def test_no_configmap_carries_models_and_namespaces_agree(self):
         for path, doc in all_manifests():
             self.assertNotEqual(doc.get("kind"), "ConfigMap", f"{path}: models do not fit ConfigMaps (1 MiB)")
-            if doc.get("kind") in {"DaemonSet", "Service", "ServiceAccount", "ServiceMonitor"}:
+            if doc.get("kind") in {"DaemonSet", "Service", "ServiceAccount", "ServiceMonitor", "NetworkPolicy"}:
                 self.assertEqual(doc["metadata"]["namespace"], "keplershm", path)
+
+    def test_every_estimator_liveness_probe_reads_the_alive_file(self):
+        estimators = [(path, c) for path, d in all_manifests() if d.get("kind") == "DaemonSet"
+                      for c in ds.pod_spec(d).get("containers", []) if c["name"] == "kepler-estimate"]
+        self.assertGreaterEqual(len(estimators), 2, "the sidecar's and the split topology's")
+        for path, c in estimators:
+            if "livenessProbe" in c:  # the feed overlay's patch keeps the base's probe
+                self.assertNotIn("httpGet", c["livenessProbe"], path)
+                self.assertEqual(option(c["livenessProbe"]["exec"]["command"], "--alive-file"),
+                                 ds.flag_value(c["args"], "--alive-file"), path)
+            self.assertTrue(ds.flag_value(c["args"], "--alive-file"), f"{path}: the estimator touches the file")
+
+    def test_network_policy_admits_only_the_scraper_to_the_metrics_port(self):
+        self.assertIn("networkpolicy.yaml", ds.kube_documents("common/kustomization.yaml")[0]["resources"])
+        policy = ds.kube_documents("common/networkpolicy.yaml")[0]
+        self.assertEqual(policy["kind"], "NetworkPolicy")
+        selects = lambda d: all(d["spec"]["template"]["metadata"]["labels"].get(k) == v  # noqa: E731
+                                for k, v in policy["spec"]["podSelector"]["matchLabels"].items())
+        for d in (sidecar(), *split()):
+            self.assertTrue(selects(d), f"{d['metadata']['name']}: every keplershm pod is selected")
+        self.assertIn("Ingress", policy["spec"]["policyTypes"])
+        [rule] = policy["spec"]["ingress"]
+        self.assertEqual(rule["from"], [SCRAPER])
+        self.assertEqual(rule["ports"], [{"port": "http-metrics", "protocol": "TCP"}])
+        service = ds.kube_documents("common/service.yaml")[0]
+        self.assertEqual(service["spec"]["ports"][0]["targetPort"], "http-metrics")
+        for d in (sidecar(), split()[1]):
+            ports = {p["name"]: p["containerPort"] for p in ds.container(ds.pod_spec(d), "kepler-estimate")["ports"]}
+            self.assertIn("http-metrics", ports, "the policy's named port is the estimator's")
+
+    def test_network_policy_admits_only_feed_clients_to_the_feed_port(self):
+        self.assertIn("networkpolicy.yaml", ds.kube_documents("feed/kustomization.yaml")[0]["resources"])
+        policy = ds.kube_documents("feed/networkpolicy.yaml")[0]
+        labels = sidecar()["spec"]["template"]["metadata"]["labels"]
+        self.assertTrue(all(labels.get(k) == v for k, v in policy["spec"]["podSelector"]["matchLabels"].items()),
+                        "selects the pods the feed overlay patches")
+        [rule] = policy["spec"]["ingress"]
+        feed = ds.container(ds.pod_spec(ds.kube_documents("feed/daemonset-feed.yaml")[0]), "kepler-feed")
+        self.assertEqual(rule["ports"], [{"port": feed["ports"][0]["name"], "protocol": "TCP"}])
+        self.assertEqual([p["name"] for p in feed["ports"]], ["grpc-feed"])
+        self.assertEqual(rule["from"], [{"namespaceSelector": {"matchLabels": {"keplershm/feed-clients": "true"}},
+                                         "podSelector": {"matchLabels": {"keplershm/feed-client": "true"}}}])
+
+    def test_no_network_policy_admits_everyone(self):
+        """An ingress rule without `from` or `ports`, an empty selector or an ipBlock admits far more than
+        the scraper or the feed's clients."""
+        policies = network_policies()
+        self.assertGreaterEqual(len(policies), 2)
+        for path, policy in policies:
+            self.assertTrue(policy["spec"]["podSelector"].get("matchLabels"), f"{path}: selects keplershm pods only")
+            for rule in policy["spec"].get("ingress", []):
+                self.assertTrue(rule.get("from"), f"{path}: a rule without from admits every source")
+                self.assertTrue(rule.get("ports"), f"{path}: a rule without ports admits every port")
+                for peer in rule["from"]:
+                    self.assertEqual(set(peer), {"namespaceSelector", "podSelector"}, path)
+                    self.assertTrue(peer["namespaceSelector"].get("matchLabels"), path)
+                    self.assertTrue(peer["podSelector"].get("matchLabels"), path)
 
     def test_kustomizations_list_existing_resources(self):
         for path, doc in all_manifests():
@@ -340,11 +437,21 @@ class ManifestsAgainstTheBinaries(unittest.TestCase):
         for command in probe_lines.values():
             self.assertEqual(subprocess.run(command, capture_output=True).returncode, 1, "no segment yet: unhealthy")
         collect_argv = [ds.COLLECT] + self.local_args(c["args"], name, {"--interval": "200ms"})
-        estimate_argv = [ds.ESTIMATE] + self.local_args(e["args"], name, {"--duration": "3"})
+        alive_file = os.path.join(self.tmp.name, "estimate.alive")
+        estimate_argv = [ds.ESTIMATE] + self.local_args(e["args"], name, {"--duration": "3", "--alive-file": alive_file})
+        manifest_alive_file = option(e["livenessProbe"]["exec"]["command"], "--alive-file")
+        liveness = [ds.PROBE] + [alive_file if a == manifest_alive_file else a
+                                 for a in e["livenessProbe"]["exec"]["command"][1:]]
+        self.assertEqual(subprocess.run(liveness, capture_output=True).returncode, 1, "no alive file yet")
         with ds.running(collect_argv, os.path.join(self.tmp.name, "collect.log")) as collector:
             self.assertTrue(ds.wait_for(lambda: os.path.exists(f"/dev/shm/{name}") or collector.poll() is not None, 20))
             estimator = subprocess.run(estimate_argv, capture_output=True, text=True, timeout=60)
             self.assertEqual(estimator.returncode, 0, estimator.stderr)
+            result = subprocess.run(liveness, capture_output=True, text=True)
+            self.assertEqual(result.returncode, 0, f"estimator liveness: {result.stderr}")
+            stale = time.time() - 2 * ALIVE_FILE_MAX_AGE_S
+            os.utime(alive_file, (stale, stale))
+            self.assertEqual(subprocess.run(liveness, capture_output=True).returncode, 1, "an old alive file")
             for kind, command in probe_lines.items():
                 result = subprocess.run(command, capture_output=True, text=True)
                 self.assertEqual(result.returncode, 0, f"{kind}: {result.stderr}")

@@ -75,6 +75,10 @@ class PodFromDaemonSet(unittest.TestCase):
         self.assertIn(["p1-shm", "tmpfs", str(ds.parse_quantity(shm["emptyDir"]["sizeLimit"])),
                        str(self.template["spec"]["securityContext"]["fsGroup"])], self.volumes)
         self.assertIn(["p1-models", "disk"], self.volumes)
+        # The estimator's alive file (its liveness): a tmpfs the estimator, gid 65532, may write through the group.
+        alive = ds.volume(self.template["spec"], "estimate-run")
+        self.assertIn(["p1-estimate-run", "tmpfs", str(ds.parse_quantity(alive["emptyDir"]["sizeLimit"])),
+                       str(self.template["spec"]["securityContext"]["fsGroup"])], self.volumes)
 
     def test_every_probe_is_run_by_run_sh(self):
         for original, _ in self.containers():
