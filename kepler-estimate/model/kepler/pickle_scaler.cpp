@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -23,6 +24,10 @@ constexpr size_t kMaxMemo = 4096;
 constexpr size_t kMaxString = 256;
 constexpr size_t kMaxElements = 4096;
 constexpr size_t kMaxContainer = 64;
+// A MaxAbsScaler nests four deep (object, state dict, array wrapper, its shape tuple). A chain of
+// TUPLE1 opcodes builds any depth in one byte per level, and a deep value is a deep recursion
+// wherever it is walked: refused past this, and freed without recursion regardless (~Value).
+constexpr uint32_t kMaxDepth = 32;
 
 /// The only callables a MaxAbsScaler pickle names. Nothing is ever called: they are tags.
 enum class Global { max_abs_scaler, array_wrapper, ndarray, dtype };
@@ -33,7 +38,14 @@ using Ref = std::shared_ptr<Value>;
 /// A pickle value, restricted to what the scaler file holds. Shared because the memo aliases values.
 struct Value {
     enum class Kind { none, boolean, integer, real, text, tuple, dict, global, object, dtype, array };
+    Value() = default;
+    Value(const Value&) = delete;
+    Value& operator=(const Value&) = delete;
+    ~Value();
+
     Kind kind = Kind::none;
+    uint32_t depth = 1;                       // 1 + the deepest value it holds
+    bool contained = false;                   // held by a tuple, dict or object: no longer changed
     int64_t integer = 0;                      // boolean, integer
     double real = 0;
     std::string text;                         // text; dtype: descr ("f8")
@@ -43,6 +55,23 @@ struct Value {
     std::vector<std::pair<std::string, Ref>> dict;  // dict; object: its state after BUILD
     std::vector<double> array;                // array
 };
+
+Value::~Value() {
+    // Children whose last owner is this value are emptied here, one level at a time, so that freeing a
+    // long chain never recurses (each child dies with no children of its own).
+    std::vector<Ref> pending = std::move(items);
+    for (auto& entry : dict) pending.push_back(std::move(entry.second));
+    while (!pending.empty()) {
+        Ref child = std::move(pending.back());
+        pending.pop_back();
+        if (child && child.use_count() == 1) {
+            for (auto& item : child->items) pending.push_back(std::move(item));
+            for (auto& entry : child->dict) pending.push_back(std::move(entry.second));
+            child->items.clear();
+            child->dict.clear();
+        }
+    }
+}
 
 Ref make(Value::Kind kind) {
     auto v = std::make_shared<Value>();
@@ -124,6 +153,18 @@ private:
         if (index >= memo_.size() || !memo_[index]) fail(at, fmt::format("memo index {} was never stored", index));
         return memo_[index];
     }
+    /// Records that `container` now holds `part`. A value that is held is never changed afterwards
+    /// (see `changeable`), so depths stay exact and no value can come to hold itself.
+    void hold(Value& container, Value& part, size_t at) {
+        if (part.depth >= kMaxDepth) fail(at, fmt::format("values nest deeper than {} levels", kMaxDepth));
+        container.depth = std::max(container.depth, part.depth + 1);
+        part.contained = true;
+    }
+    Value& changeable(size_t at) {
+        if (stack_.empty()) fail(at, "nothing on the stack to change");
+        if (stack_.back()->contained) fail(at, "changes a value that is already inside another");
+        return *stack_.back();
+    }
     void memo_put(uint64_t index, size_t at) {
         if (index >= kMaxMemo) fail(at, "memo index too large");
         if (stack_.empty()) fail(at, "memo store with an empty stack");
@@ -203,6 +244,7 @@ void Unpickler::step(uint8_t op, size_t at) {
 void Unpickler::tuple_of(std::vector<Ref> items, size_t at) {
     if (items.size() > kMaxContainer) fail(at, "tuple too long");
     Ref t = make(Value::Kind::tuple);
+    for (const Ref& item : items) hold(*t, *item, at);
     t->items = std::move(items);
     push(t);
 }
@@ -253,19 +295,19 @@ void Unpickler::reduce(size_t at) {
 
 void Unpickler::set_items(std::vector<Ref> items, size_t at) {
     if (items.size() % 2 != 0) fail(at, "SETITEMS with an odd number of values");
-    if (stack_.empty() || stack_.back()->kind != Value::Kind::dict) fail(at, "SETITEMS on something other than a dict");
-    Value& dict = *stack_.back();
+    Value& dict = changeable(at);
+    if (dict.kind != Value::Kind::dict) fail(at, "SETITEMS on something other than a dict");
     for (size_t i = 0; i < items.size(); i += 2) {
         if (items[i]->kind != Value::Kind::text) fail(at, "dict key is not a string");
         if (dict.dict.size() >= kMaxContainer) fail(at, "dict too large");
+        hold(dict, *items[i + 1], at);
         dict.dict.emplace_back(items[i]->text, items[i + 1]);
     }
 }
 
 void Unpickler::build(size_t at) {
     Ref state = pop();
-    if (stack_.empty()) fail(at, "BUILD with an empty stack");
-    Value& target = *stack_.back();
+    Value& target = changeable(at);
     if (target.kind == Value::Kind::dtype) {
         // numpy's dtype state: (version, byteorder, ...); only the byte order matters here.
         if (state->kind != Value::Kind::tuple || state->items.size() < 2 || state->items[1]->kind != Value::Kind::text) {
@@ -275,6 +317,7 @@ void Unpickler::build(size_t at) {
         return;
     }
     if (target.kind != Value::Kind::object || state->kind != Value::Kind::dict) fail(at, "BUILD of something other than an object with a dict");
+    hold(target, *state, at);
     target.dict = state->dict;
     if (target.global == Global::array_wrapper) read_inline_array(target, at);
 }
