@@ -115,11 +115,15 @@ private:
     Render render_;
 };
 
-MetricsServer::MetricsServer(const std::string& listen, Render render)
+MetricsServer::MetricsServer(const std::string& listen, Render render, const ListenerLimits& limits)
     : listen_(listen), handler_(std::make_unique<Handler>(std::move(render))) {
-    // Two workers, as prometheus-cpp's Exposer had: a second scraper (an operator's curl beside
-    // Prometheus) is not queued behind the first.
-    const std::vector<std::string> options = {"listening_ports", listen, "num_threads", "2"};
+    // civetweb gives each connection a worker until its request is whole: request_timeout_ms bounds how
+    // long an idle or slow client keeps one, and enough workers leave the scraper one while some are held.
+    const std::vector<std::string> options = {
+        "listening_ports", listen,
+        "num_threads", std::to_string(limits.workers),
+        "request_timeout_ms", std::to_string(limits.request_timeout.count()),
+    };
     try {
         server_ = std::make_unique<CivetServer>(options);
     } catch (const CivetException& e) {

@@ -5,7 +5,15 @@
 #include <curl/curl.h>
 #include <zlib.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -121,6 +129,72 @@ TEST(MetricsServer, ConcurrentScrapesEachGetAWholeExposition) {
     for (std::thread& s : scrapers) s.join();
     EXPECT_EQ(whole.load(), 30);
     EXPECT_EQ(renders.load(), 30);
+}
+
+/// A client that connects to `address` ("HOST:PORT") and then sends `prefix` of a request, one byte
+/// every `drip` (slow-loris), or nothing at all when `prefix` is empty (idle). Closed on destruction.
+class HeldConnection {
+public:
+    HeldConnection(const std::string& address, std::string prefix, std::chrono::milliseconds drip)
+        : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+        sockaddr_in to{};
+        to.sin_family = AF_INET;
+        to.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1))));
+        ::inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+        connected_ = ::connect(fd_, reinterpret_cast<const sockaddr*>(&to), sizeof to) == 0;
+        if (!prefix.empty()) {
+            dripper_ = std::thread([this, prefix = std::move(prefix), drip] {
+                for (char c : prefix) {
+                    if (stop_.load() || ::send(fd_, &c, 1, MSG_NOSIGNAL) != 1) return;
+                    for (auto waited = std::chrono::milliseconds(0); waited < drip && !stop_.load(); waited += std::chrono::milliseconds(10)) {
+                        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                    }
+                }
+            });
+        }
+    }
+    ~HeldConnection() {
+        stop_.store(true);
+        if (dripper_.joinable()) dripper_.join();
+        ::close(fd_);
+    }
+    HeldConnection(const HeldConnection&) = delete;
+    HeldConnection& operator=(const HeldConnection&) = delete;
+    [[nodiscard]] bool connected() const { return connected_; }
+
+private:
+    int fd_;
+    bool connected_ = false;
+    std::atomic<bool> stop_{false};
+    std::thread dripper_;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+TEST(MetricsServer, IdleAndSlowClientsDoNotStallScrapes) {
+    // Fewer held connections than workers: the scraper always finds a free worker. Twice as many as
+    // workers: held connections are dropped once their request timeout passes, so the scrape waits at
+    // most about that timeout (the bound is the feature: without it they would hold workers for ever).
+    const ListenerLimits limits{4, std::chrono::milliseconds(1000)};
+    MetricsServer server("127.0.0.1:0", [] { return sample_exposition(0); }, limits);
+    const std::string url = "http://" + server.bound_address() + "/metrics";
+    const std::string slow_request = "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: " + std::string(200, 'a');
+    for (int held : {limits.workers - 1, 2 * limits.workers}) {
+        std::vector<std::unique_ptr<HeldConnection>> clients;
+        for (int i = 0; i < held; ++i) {
+            clients.push_back(std::make_unique<HeldConnection>(server.bound_address(), i % 2 ? slow_request : "",
+                                                               std::chrono::milliseconds(200)));
+            ASSERT_TRUE(clients.back()->connected());
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));  // every held connection has a worker or waits
+        const auto start = std::chrono::steady_clock::now();
+        const Response r = get(url);
+        const double took = seconds_since(start);
+        EXPECT_EQ(r.status, 200) << held << " held connections";
+        EXPECT_LT(took, 6.0) << held << " held connections kept the scrape waiting " << took << " s (request timeout 1 s: 2 s at most)";
+    }
 }
 
 TEST(MetricsServer, AFailingRenderIsAnErrorResponseNotACrash) {
