@@ -82,7 +82,17 @@ struct keplershm_reader_opts {
     uint32_t heartbeat_timeout_ms;      /* how long the writer's heartbeat may stand still (this reader's clock)
                                            before the writer is stale; 0: 3 heartbeat periods + 1 s */
     uint32_t no_reattach;               /* 1: stay on this generation instead of following the writer */
-    uint32_t reserved[4];
+    uint32_t max_frame_mib;             /* refuse a segment whose slots hold frames larger than this; 0: 64 */
+    uint32_t owner_check;               /* KEPLERSHM_OWNER_ROOT_OR_SELF (0), _ROOT_OR_UID, or _ANY */
+    uint32_t owner_uid;                 /* the uid accepted besides root with KEPLERSHM_OWNER_ROOT_OR_UID */
+    uint32_t reserved[1];
+};
+
+/* Who may own a segment a reader opens; a world-writable segment is refused unless _ANY. */
+enum keplershm_owner_check {
+    KEPLERSHM_OWNER_ROOT_OR_SELF = 0,
+    KEPLERSHM_OWNER_ROOT_OR_UID = 1,
+    KEPLERSHM_OWNER_ANY = 2,
 };
 
 struct keplershm_segment_info {

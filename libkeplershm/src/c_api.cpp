@@ -100,6 +100,13 @@ ReaderOptions reader_options(const keplershm_reader_opts* user) {
     ReaderOptions options;
     options.heartbeat_timeout = std::chrono::milliseconds(o.heartbeat_timeout_ms);
     options.reattach = o.no_reattach == 0;
+    if (o.max_frame_mib != 0) options.max_frame_bytes = uint64_t{o.max_frame_mib} << 20;
+    switch (o.owner_check) {
+        case KEPLERSHM_OWNER_ROOT_OR_SELF: break;
+        case KEPLERSHM_OWNER_ROOT_OR_UID: options.segment_owner = o.owner_uid; break;
+        case KEPLERSHM_OWNER_ANY: options.any_owner = true; break;
+        default: fail(KEPLERSHM_E_INVALID_ARGUMENT, "owner_check {} is not a keplershm_owner_check", o.owner_check);
+    }
     return options;
 }
 

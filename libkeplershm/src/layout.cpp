@@ -171,7 +171,7 @@ uint32_t check_ring(const keplershm_header& h, size_t available, uint64_t schema
 
 }  // namespace
 
-Layout validate_header(const void* bytes, size_t available, bool expect_slots) {
+Layout validate_header(const void* bytes, size_t available, bool expect_slots, uint64_t object_bytes) {
     Layout layout{};
     if (available < sizeof(uint64_t) + 2 * sizeof(uint16_t)) {
         fail(KEPLERSHM_E_CORRUPT, "segment too small: {} bytes, a header needs {}", available, KEPLERSHM_HEADER_SIZE);
@@ -201,7 +201,8 @@ Layout validate_header(const void* bytes, size_t available, bool expect_slots) {
     layout.slot_size = h.slot_size;
     layout.slots_offset = h.slots_offset;
     layout.segment_size = h.segment_size;
-    layout.max_frame_size = expect_slots ? check_ring(h, available, schema_end) : kMaxFrameBytes;
+    const uint64_t ring_bytes = object_bytes != 0 ? object_bytes : available;
+    layout.max_frame_size = expect_slots ? check_ring(h, ring_bytes, schema_end) : kMaxFrameBytes;
     for (uint32_t id = 0; id < KEPLERSHM_MAX_SECTIONS; ++id) layout.min_stride[id] = min_record_size(id);
     return layout;
 }

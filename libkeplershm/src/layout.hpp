@@ -59,9 +59,10 @@ FrameGeometry frame_geometry(const Capacities& caps);
 uint64_t segment_bytes(const Capacities& caps);
 uint64_t slots_offset_for_schema(uint32_t schema_count);
 
-/// Validates a segment header (live: `bytes` is the mapping of `available` bytes; recording: the
+/// Validates a segment header (live: `bytes` is a copy of the object's first `available` bytes, header
+/// and schema at least, and the object has `object_bytes` in all (0: `available`); recording: the
 /// SEGMENT record's payload, without slots). Throws Error with a precise message on any violation.
-Layout validate_header(const void* bytes, size_t available, bool expect_slots);
+Layout validate_header(const void* bytes, size_t available, bool expect_slots, uint64_t object_bytes = 0);
 
 /// Copies the frame header and directory at `frame` (at most `available` bytes) into `view` and
 /// checks every section against `available`. Returns KEPLERSHM_OK or KEPLERSHM_E_CORRUPT

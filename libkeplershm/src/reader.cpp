@@ -1,6 +1,11 @@
 // Reading frames: in place with validation, by copy, and as a stream that follows the writer across
 // restarts. The mapping is untrusted: everything is checked against the reader's own layout snapshot.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <thread>
 
@@ -41,28 +46,99 @@ std::unique_ptr<ReaderImpl> ReaderImpl::open_recording(const std::string& path, 
 }
 
 void ReaderImpl::attach(MappedSegment segment) {
-    Layout layout = [&] {
-        RacyReads racy;  // the runtime block changes under us; validate_header copies once and checks the copy
-        return validate_header(segment.data(), segment.size(), true);
-    }();
+    check_owner(segment);
+    Layout layout = read_segment_layout(segment);
     if (layout.header.segment_kind != KEPLERSHM_SEGMENT_FRAMES && layout.header.segment_kind != KEPLERSHM_SEGMENT_ESTIMATES) {
         fail(KEPLERSHM_E_CORRUPT, "segment '{}' has unknown kind {}", name_, layout.header.segment_kind);
     }
-    attachments_.push_back(Attachment{std::move(segment), std::move(layout)});
+    if (layout.max_frame_size > options_.max_frame_bytes) {
+        fail(KEPLERSHM_E_NO_MEMORY, "segment '{}' has slots for frames of up to {} bytes, more than this reader's cap of "
+             "{} bytes (raise it where a node needs larger frames)", name_, layout.max_frame_size, options_.max_frame_bytes);
+    }
+    const bool by_copy = layout.header.segment_kind == KEPLERSHM_SEGMENT_ESTIMATES || !trusted_owner(segment.owner());
+    attachments_.push_back(Attachment{std::move(segment), std::move(layout), by_copy});
     if (attachments_.size() > kKeptAttachments) attachments_.pop_front();
-    buffer_.assign(packed_frame_capacity(current().layout) / sizeof(uint64_t) + 1, 0);
     // A new generation is watched afresh: a dead one (a crashed writer's, a copied image) is stale one
     // timeout from now, whatever its heartbeat says about clocks we do not share.
     watch_.start(read_heartbeat(live_header()), monotonic_ns());
 }
 
+bool ReaderImpl::trusted_owner(uid_t owner) const {
+    if (options_.any_owner || owner == 0) return true;
+    return options_.segment_owner ? owner == *options_.segment_owner : owner == ::geteuid();
+}
+
+void ReaderImpl::check_owner(const MappedSegment& segment) const {
+    // Before a byte is read: whoever can write the segment decides what this reader believes.
+    if (options_.any_owner) return;
+    if ((segment.mode() & S_IWOTH) != 0) {
+        fail(KEPLERSHM_E_PERMISSION, "segment '{}' is world-writable (mode {:04o}): anyone could plant frames in it; "
+             "refused", name_, segment.mode());
+    }
+    if (!trusted_owner(segment.owner())) {
+        fail(KEPLERSHM_E_PERMISSION, "segment '{}' is owned by uid {}, not by root or {} {}; refused (name the owner "
+             "to accept it)", name_, segment.owner(), options_.segment_owner ? "the expected uid" : "this process's uid",
+             options_.segment_owner ? *options_.segment_owner : ::geteuid());
+    }
+}
+
 const keplershm_header& ReaderImpl::live_header() const {
-    return *reinterpret_cast<const keplershm_header*>(current().segment.data());
+    const Attachment& a = current();
+    if (!a.by_copy) return *reinterpret_cast<const keplershm_header*>(a.segment.data());
+    if (a.segment.read_at(0, &runtime_copy_, sizeof runtime_copy_) != sizeof runtime_copy_) {
+        fail(KEPLERSHM_E_CORRUPT, "segment '{}' shrank below its header under the reader", name_);
+    }
+    // SYNC POINT (partner: the writer's release stores of latest_sequence in announce() and of the state
+    // in close()/mark_replaced()). The kernel's copy above stands for those acquire loads: this fence
+    // keeps every later read (slot words, frames) after it.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return runtime_copy_;
 }
 
 const uint8_t* ReaderImpl::slot_address(const Attachment& a, uint64_t sequence) const {
+    return a.segment.data() + slot_offset(a, sequence);
+}
+
+uint64_t ReaderImpl::slot_offset(const Attachment& a, uint64_t sequence) const {
     const Layout& l = a.layout;
-    return a.segment.data() + l.slots_offset + (sequence % l.slot_count) * l.slot_size;
+    return l.slots_offset + (sequence % l.slot_count) * l.slot_size;
+}
+
+uint64_t ReaderImpl::load_slot_word(const Attachment& a, uint64_t sequence) const {
+    if (!a.by_copy) return seq_load(reinterpret_cast<const keplershm_slot_control*>(slot_address(a, sequence))->sequence);
+    uint64_t word = 0;
+    if (a.segment.read_at(slot_offset(a, sequence), &word, sizeof word) != sizeof word) {
+        fail(KEPLERSHM_E_CORRUPT, "segment '{}' shrank below slot {} under the reader", name_, sequence % a.layout.slot_count);
+    }
+    // SYNC POINT (partner: the release store in seq_publish), as seq_load: the payload reads that follow
+    // stay after the word. pread may copy the word in pieces; a word pieced from two values can only
+    // equal PUBLISHED(n) if its last piece, read after the publish, completed it.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return word;
+}
+
+bool ReaderImpl::slot_unchanged(const Attachment& a, uint64_t sequence, uint64_t expected) const {
+    if (!a.by_copy) {
+        return seq_recheck(reinterpret_cast<const keplershm_slot_control*>(slot_address(a, sequence))->sequence, expected);
+    }
+    // SYNC POINT (partner: the release fence in seq_begin_write), as seq_recheck: the payload copied
+    // above stays before the reload; each piece of the reload is read after it, so a payload byte of a
+    // newer frame means a reload that differs.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    uint64_t word = 0;
+    return a.segment.read_at(slot_offset(a, sequence), &word, sizeof word) == sizeof word && word == expected;
+}
+
+int ReaderImpl::parse_slot(const Attachment& a, uint64_t sequence, keplershm_view& view) {
+    const uint64_t frame_at = slot_offset(a, sequence) + KEPLERSHM_SLOT_CONTROL_SIZE;
+    if (!a.by_copy) return parse_frame(a.segment.data() + frame_at, a.layout.max_frame_size, a.layout, view);
+    // The frame header says how much to copy; parse_frame checks the size again, on the copy.
+    keplershm_frame header{};
+    const size_t got = a.segment.read_at(frame_at, &header, sizeof header);
+    const uint64_t wanted = got == sizeof header ? std::min<uint64_t>(header.frame_size, a.layout.max_frame_size) : got;
+    staging_.resize(wanted / sizeof(uint64_t) + 1);
+    auto* bytes = reinterpret_cast<uint8_t*>(staging_.data());
+    return parse_frame(bytes, a.segment.read_at(frame_at, bytes, wanted), a.layout, view);
 }
 
 nanoseconds ReaderImpl::heartbeat_timeout() const {
@@ -97,8 +173,7 @@ uint64_t ReaderImpl::oldest_readable() {
     const uint64_t newest = latest();
     const uint64_t slots = current().layout.slot_count;
     const uint64_t first = std::max<uint64_t>(current().layout.header.first_sequence, 1);
-    const SlotState after = decode(seq_load(reinterpret_cast<const keplershm_slot_control*>(
-        slot_address(current(), newest + 1))->sequence));
+    const SlotState after = decode(load_slot_word(current(), newest + 1));
     const uint64_t kept = !after.published && after.frame == newest + 1 ? slots - 1 : slots;
     return std::max<uint64_t>(first, newest + 1 > kept ? newest + 1 - kept : 1);
 }
@@ -119,23 +194,21 @@ Status ReaderImpl::acquire(uint64_t sequence, keplershm_view& view) {
         return Status::ok;
     }
     const Attachment& a = current();
-    const uint8_t* slot = slot_address(a, sequence);
-    const uint64_t& word = reinterpret_cast<const keplershm_slot_control*>(slot)->sequence;
-    const uint64_t seen = seq_load(word);
+    const uint64_t seen = load_slot_word(a, sequence);
     if (seen != KEPLERSHM_SEQ_PUBLISHED(sequence)) return classify(seen, sequence, view);
     int rc = KEPLERSHM_OK;
     {
-        RacyReads racy;  // validated by seq_recheck below
-        rc = parse_frame(slot + KEPLERSHM_SLOT_CONTROL_SIZE, a.layout.max_frame_size, a.layout, view);
+        RacyReads racy;  // validated by slot_unchanged below
+        rc = parse_slot(a, sequence, view);
     }
-    if (!seq_recheck(word, seen)) return classify(atomic_word(word).load(std::memory_order_relaxed), sequence, view);
+    if (!slot_unchanged(a, sequence, seen)) return classify(load_slot_word(a, sequence), sequence, view);
     if (rc != KEPLERSHM_OK) fail(rc, "segment '{}', frame {}: {}", name_, sequence, last_error());
     if (view.sequence != sequence || view.generation != a.layout.header.generation) {
         fail(KEPLERSHM_E_CORRUPT, "segment '{}': slot for frame {} holds frame {} of generation {:#x}", name_, sequence,
              view.sequence, view.generation);
     }
     view.segment = &a.layout.header;
-    view.in_place = 1;
+    view.in_place = a.by_copy ? 0 : 1;  // by_copy: the frame is in staging_, a private copy
     view.missed = 0;
     return Status::ok;
 }
@@ -163,15 +236,17 @@ Status ReaderImpl::copy(uint64_t sequence, keplershm_view& view) {
         return status;
     }
     const Attachment& a = current();
+    // Grown to the frame at hand (bounded by the slot, itself under options_.max_frame_bytes).
+    const size_t capacity = packed_frame_capacity(a.layout, racy.frame_size);
+    if (buffer_.size() * sizeof(uint64_t) < capacity) buffer_.resize(capacity / sizeof(uint64_t) + 1);
     auto* out = reinterpret_cast<uint8_t*>(buffer_.data());
     size_t packed = 0;
     {
-        RacyReads racy_reads;  // validated by seq_recheck below
+        RacyReads racy_reads;  // validated by slot_unchanged below
         packed = pack_frame(racy, a.layout, out, buffer_.size() * sizeof(uint64_t));
     }
-    const uint64_t& word = reinterpret_cast<const keplershm_slot_control*>(slot_address(a, sequence))->sequence;
-    if (!seq_recheck(word, KEPLERSHM_SEQ_PUBLISHED(sequence))) {
-        return classify(atomic_word(word).load(std::memory_order_relaxed), sequence, view);
+    if (!a.by_copy && !slot_unchanged(a, sequence, KEPLERSHM_SEQ_PUBLISHED(sequence))) {
+        return classify(load_slot_word(a, sequence), sequence, view);
     }
     if (packed == 0) fail(KEPLERSHM_E_CORRUPT, "segment '{}', frame {}: overlapping sections", name_, sequence);
     // The copy is private now: parse it again so the view's snapshot describes exactly these bytes.
@@ -211,7 +286,10 @@ Status ReaderImpl::wait(uint64_t after, milliseconds timeout) {
         }
         gone_reported_ = false;  // alive again (a stalled writer resumed): a later loss is reported anew
         if (remaining.count() == 0) return Status::timeout;
-        futex_wait(&h.futex_word, word, std::min(remaining, slice));
+        // The mapped word even when `h` is a copy: that is where the writer wakes. Past a shrunk end the
+        // kernel answers EFAULT (no signal), and the loop looks again.
+        const auto& mapped = *reinterpret_cast<const keplershm_header*>(current().segment.data());
+        futex_wait(&mapped.futex_word, word, std::min(remaining, slice));
     }
 }
 
@@ -223,10 +301,12 @@ bool ReaderImpl::reattach() {
     if (device == current().segment.device() && inode == current().segment.inode()) return false;
     try {
         MappedSegment segment = MappedSegment::open_read_only(name_);
-        const auto& h = *reinterpret_cast<const keplershm_header*>(segment.data());
-        if (segment.size() >= sizeof h && atomic_word(h.state).load(std::memory_order_acquire) == KEPLERSHM_STATE_INITIALIZING) {
-            return false;
-        }
+        // Read with pread: its owner may shrink it while we look (see Attachment::by_copy).
+        uint32_t state = 0;
+        const bool whole = segment.read_at(offsetof(keplershm_header, state), &state, sizeof state) == sizeof state;
+        // SYNC POINT (partner: the new writer's release store of ACTIVE in create_generation), as an acquire load.
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (!whole || state == KEPLERSHM_STATE_INITIALIZING) return false;
         attach(std::move(segment));
     } catch (const Error&) {
         return false;  // mid-replacement or broken: try again later

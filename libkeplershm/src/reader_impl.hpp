@@ -38,12 +38,25 @@ private:
     struct Attachment {
         detail::MappedSegment segment;
         detail::Layout layout;
+        // Read with pread rather than loads from the mapping: a segment whose owner may shrink it under
+        // us (an estimates segment, PROTOCOL.md §8, or one owned by neither root nor us), where a load
+        // past the new end would raise SIGBUS. Such a segment offers no in-place views.
+        bool by_copy = false;
     };
 
     ReaderImpl() = default;
     const Attachment& current() const { return attachments_.back(); }
+    /// The runtime fields: the mapped header itself, or (by_copy) a fresh pread copy of it.
     const keplershm_header& live_header() const;
     const uint8_t* slot_address(const Attachment& a, uint64_t sequence) const;
+    uint64_t slot_offset(const Attachment& a, uint64_t sequence) const;
+    /// The slot's sequence word, first look (acquire), and again after reading its payload.
+    uint64_t load_slot_word(const Attachment& a, uint64_t sequence) const;
+    bool slot_unchanged(const Attachment& a, uint64_t sequence, uint64_t expected) const;
+    /// Reads the frame in a slot: in place, or (by_copy) into staging_.
+    int parse_slot(const Attachment& a, uint64_t sequence, keplershm_view& view);
+    void check_owner(const detail::MappedSegment& segment) const;
+    bool trusted_owner(uid_t owner) const;
     Status classify(uint64_t slot_word, uint64_t sequence, keplershm_view& view);
     uint64_t oldest_readable();
     /// Retired, replaced, or stale: no heartbeat progress for the timeout on this reader's clock.
@@ -57,7 +70,9 @@ private:
     ReaderOptions options_;
     std::deque<Attachment> attachments_;  // back() is current; older ones stay mapped for in-place views
     std::unique_ptr<detail::RecordingFile> recording_;
-    std::vector<uint64_t> buffer_;  // copy-out target (uint64_t: 8-byte alignment for records)
+    std::vector<uint64_t> buffer_;   // copy-out target (uint64_t: 8-byte alignment for records)
+    std::vector<uint64_t> staging_;  // by_copy: the slot's frame as pread copied it
+    mutable keplershm_header runtime_copy_{};  // by_copy: live_header()'s pread copy
     uint64_t last_ = 0;             // last frame next() returned
     bool started_ = false;
     uint64_t pending_missed_ = 0;

@@ -28,6 +28,7 @@ public:
         header.header_size = sizeof header;
         header.created_realtime_ns = realtime_ns();
         write_all(&header, sizeof header);
+        whole_bytes_ = bytes_;
     }
 
     ~RecorderImpl() {
@@ -40,9 +41,11 @@ public:
 
     void append(ReaderImpl& reader, const keplershm_view& view) {
         if (fd_ < 0) fail(KEPLERSHM_E_STATE, "recording '{}' is closed", path_);
+        if (!stopped_because_.empty()) fail(KEPLERSHM_E_STATE, "recording '{}' takes no more frames: {}", path_, stopped_because_);
         const Layout* layout = reader.layout_for(view);
         if (layout == nullptr) fail(KEPLERSHM_E_INVALID_ARGUMENT, "the view was not read by this reader");
-        frame_.resize(packed_frame_capacity(*layout));
+        if (view.frame_size > layout->max_frame_size) fail(KEPLERSHM_E_INVALID_ARGUMENT, "the view's frame_size {} exceeds its slot", view.frame_size);
+        frame_.resize(packed_frame_capacity(*layout, view.frame_size));
         size_t packed = 0;
         {
             RacyReads racy;  // in-place views are validated right below
@@ -111,10 +114,26 @@ private:
             fail(KEPLERSHM_E_NO_SPACE, "recording '{}' reached its cap of {} bytes", path_, options_.max_bytes);
         }
         keplershm_record_header header{type, crc32(payload, length), length, sequence};
-        write_all(&header, sizeof header);
-        write_all(payload, length);
-        static const uint8_t zeros[8] = {};
-        write_all(zeros, padded - length);
+        try {
+            write_all(&header, sizeof header);
+            write_all(payload, length);
+            static const uint8_t zeros[8] = {};
+            write_all(zeros, padded - length);
+        } catch (const Error& e) {
+            cut_back_after(e);
+        }
+        whole_bytes_ = bytes_;
+    }
+
+    /// A record that could not be written whole (a full disk, a file size limit) is cut off again, so that
+    /// the file ends with its last whole record and reads back in full; the recorder then takes no more.
+    [[noreturn]] void cut_back_after(const Error& e) {
+        const bool cut = ::ftruncate(fd_, static_cast<off_t>(whole_bytes_)) == 0 &&
+                         ::lseek(fd_, static_cast<off_t>(whole_bytes_), SEEK_SET) >= 0;
+        bytes_ = whole_bytes_;
+        stopped_because_ = e.code() == KEPLERSHM_E_NO_SPACE ? "the disk is full" : "a write failed";
+        fail(e.code(), "{}; {} (frames up to the last whole one, {} bytes, stay readable)", e.what(),
+             cut ? "the partial record was cut off" : "the partial record could not be cut off", whole_bytes_);
     }
 
     void write_all(const void* data, size_t size) {
@@ -136,6 +155,8 @@ private:
     bool has_segment_ = false;
     uint64_t frames_ = 0;
     uint64_t bytes_ = 0;
+    uint64_t whole_bytes_ = 0;    // the file's length after its last whole record (or the file header)
+    std::string stopped_because_;  // set after a failed write: appends are refused from then on
     std::vector<uint8_t> frame_;
 };
 

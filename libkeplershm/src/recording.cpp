@@ -16,9 +16,9 @@ uint32_t crc32(const void* data, size_t size) noexcept {
     return crc.checksum();
 }
 
-size_t packed_frame_capacity(const Layout& layout) {
+size_t packed_frame_capacity(const Layout& layout, uint64_t frame_size) {
     return uint64_t{layout.frame_header_size} + KEPLERSHM_MAX_SECTIONS * (uint64_t{layout.header.section_entry_size} + 64) +
-           layout.max_frame_size;
+           frame_size;
 }
 
 size_t pack_frame(const keplershm_view& view, const Layout& layout, uint8_t* out, size_t capacity) {

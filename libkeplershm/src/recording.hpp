@@ -50,7 +50,8 @@ private:
 /// Copies the known sections of a frame into `out`, packed, with the directory rewritten: the form in
 /// which frames are handed out by copy and stored in recordings. Returns the packed size.
 size_t pack_frame(const keplershm_view& view, const Layout& layout, uint8_t* out, size_t capacity);
-/// Upper bound of pack_frame's output for a frame of `frame_size` bytes.
-size_t packed_frame_capacity(const Layout& layout);
+/// Upper bound of pack_frame's output for a frame of `frame_size` bytes. Sized from the frame at hand,
+/// never from the header's slot size: a planted header may claim gigabytes.
+size_t packed_frame_capacity(const Layout& layout, uint64_t frame_size);
 
 }  // namespace keplershm::detail

@@ -1,5 +1,6 @@
 #include "segment.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -8,7 +9,11 @@
 
 #include <boost/interprocess/exceptions.hpp>
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
+#include <ctime>
+#include <string_view>
+#include <vector>
 
 #include "error.hpp"
 
@@ -25,13 +30,14 @@ constexpr const char* kShmDirectory = "/dev/shm";  // where glibc's shm_open kee
          native != 0 ? std::strerror(native) : e.what());
 }
 
-void read_identity(int fd, const std::string& name, dev_t& device, ino_t& inode, uid_t& owner, off_t& size) {
+void read_identity(int fd, const std::string& name, dev_t& device, ino_t& inode, uid_t& owner, mode_t& mode, off_t& size) {
     struct stat st {};
     if (fstat(fd, &st) != 0) fail(error_from_errno(errno), "cannot stat segment '{}': {}", name, std::strerror(errno));
     if (!S_ISREG(st.st_mode)) fail(KEPLERSHM_E_CORRUPT, "segment '{}' is not a regular shared-memory object", name);
     device = st.st_dev;
     inode = st.st_ino;
     owner = st.st_uid;
+    mode = st.st_mode & 07777;
     size = st.st_size;
 }
 
@@ -75,7 +81,7 @@ MappedSegment MappedSegment::create_exclusive(const std::string& name, uint64_t 
         fail_interprocess(e, "map", name);
     }
     off_t ignored = 0;
-    read_identity(fd, name, s.device_, s.inode_, s.owner_, ignored);
+    read_identity(fd, name, s.device_, s.inode_, s.owner_, s.mode_, ignored);
     return s;
 }
 
@@ -111,7 +117,7 @@ MappedSegment MappedSegment::open_existing(const std::string& name, bool writabl
     const OpenedObject object(fd);
     MappedSegment s;
     off_t size = 0;
-    read_identity(fd, name, s.device_, s.inode_, s.owner_, size);
+    read_identity(fd, name, s.device_, s.inode_, s.owner_, s.mode_, size);
     if (size < static_cast<off_t>(KEPLERSHM_HEADER_SIZE)) {
         fail(KEPLERSHM_E_CORRUPT, "segment '{}' has {} bytes, less than a header", name, size);
     }
@@ -122,7 +128,36 @@ MappedSegment MappedSegment::open_existing(const std::string& name, bool writabl
     } catch (const bip::interprocess_exception& e) {
         fail_interprocess(e, "map", name);
     }
-    return s;  // the mapping outlives the descriptor
+    if (!writable) s.descriptor_ = Descriptor(::fcntl(object.fd(), F_DUPFD_CLOEXEC, 0));  // for read_at
+    if (!writable && s.descriptor_.get() < 0) {
+        fail(error_from_errno(errno), "cannot keep a descriptor of segment '{}': {}", name, std::strerror(errno));
+    }
+    return s;
+}
+
+MappedSegment::Descriptor& MappedSegment::Descriptor::operator=(Descriptor&& other) noexcept {
+    if (this != &other) {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+}
+
+MappedSegment::Descriptor::~Descriptor() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+size_t MappedSegment::read_at(uint64_t offset, void* out, size_t size) const {
+    auto* to = static_cast<uint8_t*>(out);
+    size_t done = 0;
+    while (done < size) {
+        const ssize_t n = ::pread(descriptor_.get(), to + done, size - done, static_cast<off_t>(offset + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) fail(error_from_errno(errno), "cannot read segment at offset {}: {}", offset + done, std::strerror(errno));
+        if (n == 0) break;  // the object ends here (shrunk by its owner)
+        done += static_cast<size_t>(n);
+    }
+    return done;
 }
 
 MappedSegment MappedSegment::open_read_only(const std::string& name) { return open_existing(name, false); }
@@ -135,6 +170,23 @@ bool segment_identity(const std::string& name, dev_t& device, ino_t& inode) {
     device = st.st_dev;
     inode = st.st_ino;
     return true;
+}
+
+Layout read_segment_layout(const MappedSegment& segment) {
+    // Header and schema only, and never more than this: the header says where the schema is.
+    constexpr uint64_t kMaxHeadBytes = 1u << 20;
+    keplershm_header header{};
+    uint64_t wanted = sizeof header;
+    if (segment.read_at(0, &header, sizeof header) == sizeof header) {
+        const uint64_t schema_end = header.schema_offset > kMaxHeadBytes
+                                        ? kMaxHeadBytes
+                                        : header.schema_offset + uint64_t{header.schema_count} * header.schema_entry_size;
+        wanted = std::max<uint64_t>({wanted, header.header_size, schema_end});
+    }
+    wanted = std::min<uint64_t>({wanted, segment.size(), kMaxHeadBytes});
+    std::vector<uint8_t> head(wanted);
+    head.resize(segment.read_at(0, head.data(), head.size()));
+    return validate_header(head.data(), head.size(), true, segment.size());
 }
 
 uint64_t shm_free_bytes() {
@@ -164,6 +216,33 @@ void publish_segment_name(const std::string& temporary, const std::string& name,
         fail(error_from_errno(err), "cannot publish segment '{}': {}", name, std::strerror(err));
     }
     unlink_segment(temporary);
+}
+
+size_t remove_stale_temporaries(const std::string& name) noexcept {
+    constexpr time_t kStaleSeconds = 10;
+    DIR* directory = ::opendir(kShmDirectory);
+    if (directory == nullptr) return 0;
+    const std::string prefix = name + ".";
+    size_t removed = 0;
+    const time_t now = ::time(nullptr);
+    while (const dirent* entry = ::readdir(directory)) {
+        const std::string_view entry_name(entry->d_name);
+        constexpr size_t kGenerationDigits = 16;
+        if (entry_name.size() != prefix.size() + kGenerationDigits + 4 || !entry_name.starts_with(prefix) ||
+            !entry_name.ends_with(".tmp")) {
+            continue;
+        }
+        const std::string_view digits = entry_name.substr(prefix.size(), kGenerationDigits);
+        if (digits.find_first_not_of("0123456789abcdef") != std::string_view::npos) continue;
+        struct stat st {};
+        if (::fstatat(::dirfd(directory), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+            st.st_uid != ::geteuid() || now - st.st_ctime < kStaleSeconds) {
+            continue;
+        }
+        if (::unlinkat(::dirfd(directory), entry->d_name, 0) == 0) ++removed;
+    }
+    ::closedir(directory);
+    return removed;
 }
 
 void unlink_segment(const std::string& name) noexcept { bip::shared_memory_object::remove(name.c_str()); }

@@ -3,6 +3,8 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -61,29 +63,46 @@ void beat(keplershm_header& h) noexcept {
                                          std::memory_order_relaxed);
 }
 
+/// The predecessor's header as it stands now, copied with pread: its owner may be anyone (a planted
+/// segment), and a mapping it shrinks would raise SIGBUS on our next load. Throws Error if it shrank.
+keplershm_header runtime_of(const MappedSegment& old, const std::string& name) {
+    keplershm_header h{};
+    if (old.read_at(0, &h, sizeof h) != sizeof h) fail(KEPLERSHM_E_CORRUPT, "segment '{}' shrank while it was watched", name);
+    // SYNC POINT (partner: the old writer's release stores of its state in close() and mark_replaced(), and
+    // of latest_sequence in announce()): the kernel's copy stands for acquire loads of them.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return h;
+}
+
+/// The longest watch of a predecessor's heartbeat. Its header names the period, and a planted header may
+/// name an hour; a real writer beats every few seconds at most (kepler-collect: every second).
+constexpr uint64_t kMaxPredecessorWatchNs = 60'000'000'000ull;
+
 /// Watches a predecessor until it shows itself alive (its heartbeat advances) or dead (retired, replaced,
-/// or a heartbeat that stood still for the readers' timeout on our clock). Its clock values tell nothing:
-/// it may run in another time namespace. Costs up to one timeout when the predecessor is dead.
-bool predecessor_alive(const keplershm_header& live, uint64_t timeout_ns, HeartbeatWatch& watch) {
+/// or a heartbeat that stood still for `timeout_ns` on our clock). Its clock values tell nothing: it may
+/// run in another time namespace. Costs up to one timeout when the predecessor is dead; `stop_requested`
+/// ends the wait early with Error(STATE).
+bool predecessor_alive(const MappedSegment& old, const std::string& name, uint64_t timeout_ns, HeartbeatWatch& watch,
+                       const std::function<bool()>& stop_requested) {
     constexpr auto kPoll = std::chrono::milliseconds(20);  // a beat is seen within a period + 20 ms
-    watch.start(read_heartbeat(live), monotonic_ns());
+    watch.start(read_heartbeat(runtime_of(old, name)), monotonic_ns());
     for (;;) {
-        // SYNC POINT (partner: the old writer's release stores of RETIRED in close() and REPLACED in
-        // mark_replaced()): acquire, as every reader loads the state.
-        const uint32_t state = atomic_word(live.state).load(std::memory_order_acquire);
-        if (state == KEPLERSHM_STATE_RETIRED || state == KEPLERSHM_STATE_REPLACED) return false;
+        const keplershm_header h = runtime_of(old, name);
+        if (h.state == KEPLERSHM_STATE_RETIRED || h.state == KEPLERSHM_STATE_REPLACED) return false;
         const uint64_t now = monotonic_ns();
-        watch.observe(read_heartbeat(live), now);
+        watch.observe(read_heartbeat(h), now);
         if (watch.advanced()) return true;
         if (watch.stale(now, timeout_ns)) return false;
+        if (stop_requested && stop_requested()) {
+            fail(KEPLERSHM_E_STATE, "stopped while watching the heartbeat of the segment under '{}'", name);
+        }
         std::this_thread::sleep_for(kPoll);
     }
 }
 
 /// What stands under `name`; with `judge_liveness`, watched until it is known to be alive or dead (and
-/// `notify` told first, since that can take a heartbeat timeout).
-Predecessor inspect_predecessor(const std::string& name, bool judge_liveness,
-                                const std::function<void(const std::string&)>& notify) {
+/// `options.on_warning` told first, since that can take a heartbeat timeout).
+Predecessor inspect_predecessor(const std::string& name, bool judge_liveness, const WriterOptions& options) {
     Predecessor p;
     MappedSegment old;
     try {
@@ -94,32 +113,30 @@ Predecessor inspect_predecessor(const std::string& name, bool judge_liveness,
     }
     p.exists = true;
     const Layout layout = [&] {
-        RacyReads racy;  // another writer's runtime block may be changing
         try {
-            return validate_header(old.data(), old.size(), true);
+            return read_segment_layout(old);
         } catch (const Error& e) {  // garbage or a foreign object: refuse to touch it, and say what to do
             fail(KEPLERSHM_E_CORRUPT, "{} holds something that is not a usable keplershm segment ({}); remove it or "
                  "use another segment name", segment_path(name), e.what());
         }
     }();
-    const auto& h = *reinterpret_cast<const keplershm_header*>(old.data());
-    const uint64_t timeout_ns = default_heartbeat_timeout_ns(layout.header.heartbeat_period_ns);
-    // SYNC POINT (partner: as in predecessor_alive): only a writer that has not ended needs watching.
-    const uint32_t initial_state = atomic_word(h.state).load(std::memory_order_acquire);
+    const uint64_t claimed_ns = default_heartbeat_timeout_ns(layout.header.heartbeat_period_ns);
+    const uint64_t timeout_ns = std::min(claimed_ns, kMaxPredecessorWatchNs);
+    const uint32_t initial_state = runtime_of(old, name).state;
     const bool ended = initial_state == KEPLERSHM_STATE_RETIRED || initial_state == KEPLERSHM_STATE_REPLACED;
-    if (judge_liveness && !ended && notify) {
-        notify(fmt::format("segment '{}' is held by generation {:#x}: watching its heartbeat for up to {:.1f} s; the name "
-                           "is taken if it stands still, refused if it advances", name, layout.header.generation,
-                           static_cast<double>(timeout_ns) / 1e9));
+    if (judge_liveness && !ended && options.on_warning) {
+        options.on_warning(fmt::format(
+            "segment '{}' is held by generation {:#x} (owner uid {}, heartbeat period {:.1f} s{}): watching its heartbeat "
+            "for up to {:.1f} s; the name is taken if it stands still, refused if it advances", name,
+            layout.header.generation, old.owner(), static_cast<double>(layout.header.heartbeat_period_ns) / 1e9,
+            claimed_ns > timeout_ns ? ", more than any writer uses" : "", static_cast<double>(timeout_ns) / 1e9));
     }
     HeartbeatWatch watch;
-    p.live = judge_liveness && predecessor_alive(h, timeout_ns, watch);
-    // SYNC POINT (partner: the old writer's release store in announce()): continue after its last frame.
-    p.latest_sequence = atomic_word(h.latest_sequence).load(std::memory_order_acquire);
-    // SYNC POINT (partner: as in predecessor_alive): the state as it stands after the watch.
-    const uint32_t state = atomic_word(h.state).load(std::memory_order_acquire);
-    p.description = fmt::format("generation {:#x}, state {}, heartbeat {}", layout.header.generation, state,
-                                watch.advanced() ? "advancing" : "not advancing");
+    p.live = judge_liveness && predecessor_alive(old, name, timeout_ns, watch, options.stop_requested);
+    const keplershm_header h = runtime_of(old, name);
+    p.latest_sequence = h.latest_sequence;  // continue after its last frame
+    p.description = fmt::format("generation {:#x}, owner uid {}, state {}, heartbeat {}", layout.header.generation,
+                                old.owner(), h.state, watch.advanced() ? "advancing" : "not advancing");
     if (const uint64_t wall = read_heartbeat(h).realtime_ns; wall != 0) {
         p.description += fmt::format(", last at {}", wall_time_text(wall));
     }
@@ -148,6 +165,10 @@ public:
             fail(KEPLERSHM_E_INVALID_ARGUMENT, "{} zones given, at most {}", options_.zones.size(), KEPLERSHM_MAX_ZONES);
         }
         if (options_.heartbeat_period.count() <= 0) fail(KEPLERSHM_E_INVALID_ARGUMENT, "heartbeat period must be positive");
+        if ((options_.mode & 0002) != 0) {
+            fail(KEPLERSHM_E_INVALID_ARGUMENT, "segment mode {:04o} lets any user write the segment; readers refuse that",
+                 options_.mode);
+        }
         if (options_.node_name.empty()) options_.node_name = this_node_name();
         if (options_.cpu_count == 0) options_.cpu_count = configured_cpus();
         caps_ = Capacities{options_.slot_count,
@@ -157,7 +178,11 @@ public:
                            options_.cpu_capacity != 0 ? options_.cpu_capacity : options_.cpu_count,
                            options_.string_capacity,
                            options_.segment_kind};
-        const Predecessor before = inspect_predecessor(name_, !options_.replace_live, options_.on_warning);
+        if (const size_t removed = remove_stale_temporaries(name_); removed != 0 && options_.on_warning) {
+            options_.on_warning(fmt::format("removed {} temporary segment(s) '{}.<generation>.tmp' left by a writer that "
+                                            "died while creating them", removed, name_));
+        }
+        const Predecessor before = inspect_predecessor(name_, !options_.replace_live, options_);
         if (before.live && !options_.replace_live) {
             fail(KEPLERSHM_E_EXISTS, "segment '{}' belongs to a live writer ({}); stop it first", name_, before.description);
         }

@@ -108,7 +108,8 @@ class Header(C.Structure):
 
 
 class ReaderOpts(C.Structure):
-    _fields_ = [("sz", C.c_size_t), ("heartbeat_timeout_ms", u32), ("no_reattach", u32), ("reserved", u32 * 4)]
+    _fields_ = [("sz", C.c_size_t), ("heartbeat_timeout_ms", u32), ("no_reattach", u32), ("max_frame_mib", u32),
+                ("owner_check", u32), ("owner_uid", u32), ("reserved", u32 * 1)]
 
 
 class SegmentInfo(C.Structure):

@@ -161,6 +161,9 @@ struct WriterOptions {
     /// Told when something degrades without failing a call (e.g. growth refused for lack of room), and
     /// before the writer watches a predecessor's heartbeat (up to its timeout) to learn whether it lives.
     std::function<void(const std::string&)> on_warning;
+    /// Polled (every 20 ms) while the writer watches a predecessor's heartbeat: true ends the wait with
+    /// Error(STATE), so that a signal handler's flag stops a writer held by a planted segment.
+    std::function<bool()> stop_requested;
 };
 
 /// A frame being written: pointers into the slot. Write whole records (start from a zeroed struct),
@@ -225,6 +228,14 @@ struct ReaderOptions {
     // (PROTOCOL.md §1.3). 0: 3 heartbeat periods + 1 s.
     std::chrono::milliseconds heartbeat_timeout{0};
     bool reattach = true;                             // follow the writer to new generations
+    // The header is untrusted and a reader's copy buffer grows with the frames it reads: a segment whose
+    // slots hold frames larger than this is refused at open (Error NO_MEMORY), never allocated for.
+    uint64_t max_frame_bytes = 64ull << 20;
+    // Who may own a segment this reader opens (PROTOCOL.md §8): by default root or this process's
+    // effective uid; `segment_owner` names another uid to accept besides root. A world-writable segment
+    // is refused either way (Error PERMISSION). `any_owner` turns both checks off.
+    std::optional<uint32_t> segment_owner;
+    bool any_owner = false;
 };
 
 class ReaderImpl;
