@@ -85,6 +85,66 @@ def test_record_stops_cleanly_at_the_size_cap(shm_name, tmp_path):
     assert len(list(keplershm.Reader(out))) == result.frames
 
 
+@pytest.fixture
+def small_disk(tmp_path):
+    """A directory on a 256 KiB tmpfs: a filesystem that fills after a few dozen frames."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a small tmpfs")
+    where = tmp_path / "small"
+    where.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(where)], check=True)
+    try:
+        yield where
+    finally:
+        # Lazily: a reader left open by a failing assertion still maps a file there.
+        subprocess.run(["umount", "--lazy", str(where)], check=True)
+
+
+def test_a_full_disk_ends_the_recorder_with_disk_full_and_whole_frames(shm_name, small_disk):
+    out = str(small_disk / "full.kshm")
+    appended = 0
+    with synthetic.make_writer(shm_name, slot_count=4) as writer, keplershm.Reader(shm_name, writer_grace_s=0) as reader:
+        recorder = keplershm.Recorder(out)
+        with pytest.raises(keplershm.errors.DiskFull) as full:
+            for n in range(1, 100_000):
+                synthetic.publish(writer, n)
+                assert recorder.append_next(reader, 1000) == (0, 0)
+                appended += 1
+        assert isinstance(full.value, keplershm.errors.NoSpace)
+        assert str(full.value).startswith("disk full") and out in str(full.value)
+        synthetic.publish(writer, n + 1)
+        with pytest.raises(keplershm.KeplershmError):
+            recorder.append_next(reader, 1000)  # refused: the file ends at the last whole frame
+        recorder.close()
+    assert appended > 0
+    with keplershm.Reader(out) as recorded:
+        frames = list(recorded)  # no RecordingTruncated: the partial record was cut off
+    assert [f.sequence for f in frames] == list(range(1, appended + 1))
+    assert all((f.processes["pid"] == f.sequence).all() for f in frames)
+
+
+def test_record_command_says_disk_full_and_leaves_a_readable_file(shm_name, small_disk):
+    out = str(small_disk / "cli.kshm")
+    with synthetic.make_writer(shm_name, heartbeat_period_s=0.1) as writer:
+        recorder = subprocess.Popen([PYTHON, "-m", "keplershm", "record", "--shm-name", shm_name, "--out", out,
+                                     "--duration", "60s"], stderr=subprocess.PIPE, text=True)
+        n = 0
+        while recorder.poll() is None and n < 20_000:
+            n += 1
+            synthetic.publish(writer, n)
+            writer.heartbeat()
+            time.sleep(0.002)
+        _, stderr = recorder.communicate(timeout=60)
+    assert recorder.returncode == 1, stderr
+    assert "stopped because disk full" in stderr and out in stderr
+    recorded = int(stderr.split("\n")[-2].split(" frames")[0])
+    with keplershm.Reader(out) as reader:
+        frames = list(reader)
+    assert len(frames) == recorded > 0
+    seq = [f.sequence for f in frames]
+    assert seq == sorted(seq)
+
+
 def test_record_ends_when_the_writer_retires(shm_name, tmp_path):
     out = str(tmp_path / "retired.kshm")
     proc = subprocess.Popen([PYTHON, os.path.join(HERE, "publisher.py"), shm_name, "30", "10"],
