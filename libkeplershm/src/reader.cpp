@@ -55,7 +55,9 @@ void ReaderImpl::attach(MappedSegment segment) {
         fail(KEPLERSHM_E_NO_MEMORY, "segment '{}' has slots for frames of up to {} bytes, more than this reader's cap of "
              "{} bytes (raise it where a node needs larger frames)", name_, layout.max_frame_size, options_.max_frame_bytes);
     }
-    const bool by_copy = layout.header.segment_kind == KEPLERSHM_SEGMENT_ESTIMATES || !trusted_owner(segment.owner());
+    // Another user who owns the segment can shrink it (root and we ourselves are trusted not to).
+    const bool foreign = segment.owner() != 0 && segment.owner() != ::geteuid();
+    const bool by_copy = layout.header.segment_kind == KEPLERSHM_SEGMENT_ESTIMATES || foreign;
     attachments_.push_back(Attachment{std::move(segment), std::move(layout), by_copy});
     if (attachments_.size() > kKeptAttachments) attachments_.pop_front();
     // A new generation is watched afresh: a dead one (a crashed writer's, a copied image) is stale one
@@ -134,11 +136,14 @@ int ReaderImpl::parse_slot(const Attachment& a, uint64_t sequence, keplershm_vie
     if (!a.by_copy) return parse_frame(a.segment.data() + frame_at, a.layout.max_frame_size, a.layout, view);
     // The frame header says how much to copy; parse_frame checks the size again, on the copy.
     keplershm_frame header{};
-    const size_t got = a.segment.read_at(frame_at, &header, sizeof header);
-    const uint64_t wanted = got == sizeof header ? std::min<uint64_t>(header.frame_size, a.layout.max_frame_size) : got;
+    const bool whole_header = a.segment.read_at(frame_at, &header, sizeof header) == sizeof header;
+    const uint64_t wanted = std::min<uint64_t>(header.frame_size, a.layout.max_frame_size);
     staging_.resize(wanted / sizeof(uint64_t) + 1);
     auto* bytes = reinterpret_cast<uint8_t*>(staging_.data());
-    return parse_frame(bytes, a.segment.read_at(frame_at, bytes, wanted), a.layout, view);
+    if (!whole_header || a.segment.read_at(frame_at, bytes, wanted) != wanted) {
+        fail(KEPLERSHM_E_CORRUPT, "segment '{}' shrank below frame {} under the reader", name_, sequence);
+    }
+    return parse_frame(bytes, wanted, a.layout, view);
 }
 
 nanoseconds ReaderImpl::heartbeat_timeout() const {

@@ -236,7 +236,7 @@ size_t remove_stale_temporaries(const std::string& name) noexcept {
         if (digits.find_first_not_of("0123456789abcdef") != std::string_view::npos) continue;
         struct stat st {};
         if (::fstatat(::dirfd(directory), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
-            st.st_uid != ::geteuid() || now - st.st_ctime < kStaleSeconds) {
+            st.st_uid != ::geteuid() || now - st.st_mtime < kStaleSeconds) {
             continue;
         }
         if (::unlinkat(::dirfd(directory), entry->d_name, 0) == 0) ++removed;

@@ -83,7 +83,7 @@ bool segment_identity(const std::string& name, dev_t& device, ino_t& inode);
 uint64_t shm_free_bytes();
 /// Atomically makes `temporary` visible as `name`. replace=false fails with EXISTS if `name` appeared.
 void publish_segment_name(const std::string& temporary, const std::string& name, bool replace);
-/// Removes `<name>.<16 hex digits>.tmp` objects of this user that were last changed over 10 s ago:
+/// Removes `<name>.<16 hex digits>.tmp` objects of this user last modified over 10 s ago:
 /// a writer killed between creating one and publishing it (which takes milliseconds) leaves it behind.
 /// Returns how many it removed.
 size_t remove_stale_temporaries(const std::string& name) noexcept;
