@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,18 +32,31 @@ struct WorkloadIdentity {
     uint32_t kind = KEPLERSHM_WORKLOAD_SYSTEM;     // enum keplershm_workload_kind
     uint32_t runtime = KEPLERSHM_RUNTIME_UNKNOWN;  // enum keplershm_runtime
     std::string container_id;                      // without runtime prefix ("docker-", "cri-containerd-")
+                                                   // (for rootless_uid, the id its owner's runtime knows)
     std::string container_name;                    // the runtime's own name (podman), when it is known
     std::string pod_uid;                           // dashed form, as the API server spells it
     std::string qos;                               // "guaranteed", "burstable" or "besteffort" (pods only)
     std::string vm_name;
     std::string vm_id;                             // qemu -uuid when known, else the libvirt machine name
     bool runtime_helper = false;                   // conmon: belongs to the pod/container, runs no workload
+    /// Set for a container found below user@<uid>.service: a rootless runtime's, named by that user (who
+    /// can name a cgroup there anything), so published as owned_container_id(), never as a system one.
+    std::optional<uint32_t> rootless_uid;
 };
 
 /// Identifies one cgroup path (either hierarchy). Kubernetes with the systemd or cgroupfs driver, every
 /// QoS class; docker, containerd (cri and nerdctl), cri-o, podman (rootful and rootless); libvirt
 /// machine.slice scopes (systemd \xNN escapes decoded) and the libvirt cgroupfs layout.
+/// A name is believed only where its runtime puts it (a docker scope directly in /system.slice, a
+/// pod's slice in kubelet's hierarchy from the root, ...): below a delegated service, a user's
+/// manager or a container, cgroups are named by whoever they are delegated to. A path with "." or ".."
+/// after its first ordinary component is no path the kernel writes and names nothing; leading ".."
+/// (a cgroup namespace's view of cgroups outside it) start below an ancestor of the reader's cgroup.
 [[nodiscard]] WorkloadIdentity identify_cgroup_path(std::string_view path);
+
+/// The id a container is published and named by: its runtime's id for the system's runtimes,
+/// "uid<uid>-<id>" for a rootless one, which no hex id of a system container (or another user's) can equal.
+[[nodiscard]] std::string owned_container_id(std::string_view container_id, std::optional<uint32_t> rootless_uid);
 
 /// The path to identify a process by, and what it says: the first of v2, v1 cpu, v1 name=systemd and
 /// the other v1 hierarchies that names a workload; else the most specific path (v2 unless it is "/").

@@ -83,6 +83,105 @@ TEST(CgroupIdentity, HostileInputIsBoundedAndNeverAWorkload) {
     EXPECT_TRUE(parse_proc_cgroup("garbage\n::\n1:cpu:relative\n" + std::string(5000, 'x')).empty());
 }
 
+const std::string kId = "7f3c2d1e0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d";
+const std::string kOtherId(64, 'b');
+const std::string kPodUid = "0d9b6c4e-27a2-4b57-8bb9-4f1c9e2b9a10";
+const std::string kPodSlice = "kubepods-besteffort-pod0d9b6c4e_27a2_4b57_8bb9_4f1c9e2b9a10.slice";
+const std::string kUserManager = "/user.slice/user-1000.slice/user@1000.service";
+
+bool names_nothing(const std::string& path) {
+    const WorkloadIdentity id = identify_cgroup_path(path);
+    return id.kind == KEPLERSHM_WORKLOAD_SYSTEM && id.container_id.empty() && id.pod_uid.empty() && !id.rootless_uid &&
+           !id.runtime_helper;
+}
+
+TEST(CgroupIdentity, AUsersDelegatedScopeIsItsOwnRootlessContainerNeverASystemOne) {
+    // Everything below user@<uid>.service is the user's to name (systemd delegates it).
+    const WorkloadIdentity docker = identify_cgroup_path(kUserManager + "/app.slice/docker-" + kId + ".scope");
+    EXPECT_EQ(docker.kind, static_cast<uint32_t>(KEPLERSHM_WORKLOAD_CONTAINER));
+    EXPECT_EQ(docker.runtime, static_cast<uint32_t>(KEPLERSHM_RUNTIME_DOCKER));
+    ASSERT_TRUE(docker.rootless_uid.has_value());
+    EXPECT_EQ(*docker.rootless_uid, 1000u);
+    EXPECT_EQ(owned_container_id(docker.container_id, docker.rootless_uid), "uid1000-" + kId)
+        << "published under its user: never the system container of that id";
+    EXPECT_EQ(owned_container_id(kId, std::nullopt), kId);
+    const WorkloadIdentity podman = identify_cgroup_path(kUserManager + "/user.slice/libpod-" + kId + ".scope");
+    EXPECT_EQ(podman.runtime, static_cast<uint32_t>(KEPLERSHM_RUNTIME_PODMAN));
+    EXPECT_EQ(podman.rootless_uid, std::optional<uint32_t>(1000));
+    // Kubernetes' runtimes and layouts have no rootless form here: named by the user, they name nothing.
+    EXPECT_TRUE(names_nothing(kUserManager + "/app.slice/cri-containerd-" + kId + ".scope"));
+    EXPECT_TRUE(names_nothing(kUserManager + "/app.slice/crio-" + kId + ".scope"));
+    EXPECT_TRUE(names_nothing(kUserManager + "/app.slice/kubepods.slice/kubepods-besteffort.slice/" + kPodSlice +
+                              "/cri-containerd-" + kId + ".scope"));
+    EXPECT_TRUE(names_nothing(kUserManager + "/kubepods/besteffort/pod" + kPodUid + "/" + kId));
+    EXPECT_TRUE(names_nothing(kUserManager + "/app.slice/" + kId)) << "a bare id";
+    EXPECT_TRUE(names_nothing(kUserManager + "/machine.slice/machine-qemu\\x2d1\\x2dubuntu22.scope"));
+    // Another user's manager, named inside this user's subtree or next to the wrong user slice.
+    EXPECT_EQ(identify_cgroup_path(kUserManager + "/app.slice/user-0.slice/user@0.service/libpod-" + kId + ".scope").rootless_uid,
+              std::optional<uint32_t>(1000));
+    EXPECT_TRUE(names_nothing("/user.slice/user-1000.slice/user@1001.service/libpod-" + kId + ".scope"));
+}
+
+TEST(CgroupIdentity, RuntimeNamesCountOnlyWhereTheirRuntimePutsThem) {
+    // A system service with Delegate=yes (and User=) names its own subtree, as a user does.
+    EXPECT_TRUE(names_nothing("/system.slice/foo.service/docker-" + kId + ".scope"));
+    EXPECT_TRUE(names_nothing("/system.slice/foo.service/kubepods.slice/" + kPodSlice));
+    EXPECT_TRUE(names_nothing("/system.slice/cri-containerd-" + kId + ".scope")) << "CRI scopes live in pods";
+    EXPECT_TRUE(names_nothing("/machine.slice/docker-" + kId + ".scope"));
+    EXPECT_TRUE(names_nothing("/user.slice/kubepods.slice/kubepods-besteffort.slice/" + kPodSlice));
+    EXPECT_TRUE(names_nothing("/user.slice/user-1000.slice/session-3.scope/docker-" + kId + ".scope"));
+    EXPECT_TRUE(names_nothing("/user.slice/docker/" + kId));
+    // kubelet's slices extend their parent's name (systemd's rule); a pod slice elsewhere is none of kubelet's.
+    EXPECT_TRUE(names_nothing("/kubepods.slice/kubepods-besteffort.slice/kubepods-burstable-pod" + kPodUid + ".slice"));
+    EXPECT_TRUE(names_nothing("/kubepods.slice/kubepods.slice/" + kPodSlice));
+    // Below a container, its own processes name cgroups (a writable cgroupfs): the first container wins.
+    EXPECT_EQ(identify_cgroup_path("/docker/" + kId + "/docker/" + kOtherId).container_id, kId);
+    EXPECT_EQ(identify_cgroup_path("/machine.slice/libpod-" + kId + ".scope/container/docker-" + kOtherId + ".scope").container_id, kId);
+    const WorkloadIdentity pod = identify_cgroup_path("/kubepods.slice/kubepods-besteffort.slice/" + kPodSlice + "/cri-containerd-" +
+                                                      kId + ".scope/kubepods-pod1111.slice/cri-containerd-" + kOtherId + ".scope");
+    EXPECT_EQ(pod.container_id, kId);
+    EXPECT_EQ(pod.pod_uid, kPodUid);
+}
+
+TEST(CgroupIdentity, DotComponentsLongPathsAndRepeatedPrefixesNameNothing) {
+    EXPECT_TRUE(names_nothing(kUserManager + "/../../../system.slice/docker-" + kId + ".scope"));
+    EXPECT_TRUE(names_nothing("/system.slice/docker-" + kId + ".scope/.."));
+    EXPECT_TRUE(names_nothing("/system.slice/./docker-" + kId + ".scope"));
+    EXPECT_TRUE(names_nothing("/kubepods.slice/../kubepods.slice/kubepods-besteffort.slice/" + kPodSlice));
+    EXPECT_TRUE(names_nothing("/system.slice/docker-docker-" + kId + ".scope"));
+    EXPECT_TRUE(names_nothing("/system.slice/docker-" + std::string(129, 'a') + ".scope")) << "ids are at most 128 hex digits";
+    const WorkloadIdentity conmon = identify_cgroup_path("/kubepods.slice/kubepods-besteffort.slice/" + kPodSlice + "/crio-conmon-crio-" + kId + ".scope");
+    EXPECT_TRUE(conmon.container_id.empty());
+    EXPECT_FALSE(conmon.runtime_helper);
+    std::string repeated;
+    while (repeated.size() < 4000) repeated += "/kubepods.slice";
+    EXPECT_TRUE(names_nothing(repeated));
+    std::string deep = "/system.slice/docker-" + kId + ".scope";
+    while (deep.size() < 4096) deep += "/a";
+    deep.resize(4096);
+    EXPECT_EQ(identify_cgroup_path(deep).container_id, kId) << "4096 bytes: the longest path read";
+    EXPECT_TRUE(names_nothing(deep + "a"));
+}
+
+TEST(CgroupIdentity, ACgroupNamespacesRelativePathIsReadFromItsFirstComponent) {
+    // The collector in a container of its own reads other cgroups as "/../..", up to a common ancestor of
+    // its own cgroup, then down: the first component is where its layout puts it.
+    const WorkloadIdentity full = identify_cgroup_path("/../../kubepods.slice/kubepods-besteffort.slice/" + kPodSlice + "/cri-containerd-" + kId + ".scope");
+    EXPECT_EQ(full.kind, static_cast<uint32_t>(KEPLERSHM_WORKLOAD_POD));
+    EXPECT_EQ(full.container_id, kId);
+    const WorkloadIdentity pod_slice = identify_cgroup_path("/../../" + kPodSlice + "/crio-" + kId + ".scope");
+    EXPECT_EQ(pod_slice.pod_uid, kPodUid);
+    EXPECT_EQ(pod_slice.qos, "besteffort");
+    EXPECT_EQ(pod_slice.runtime, static_cast<uint32_t>(KEPLERSHM_RUNTIME_CRIO));
+    const WorkloadIdentity cgroupfs = identify_cgroup_path("/../burstable/pod" + kPodUid + "/" + kId);
+    EXPECT_EQ(cgroupfs.qos, "burstable");
+    EXPECT_EQ(cgroupfs.container_id, kId);
+    EXPECT_EQ(identify_cgroup_path("/../../libpod-" + kId + ".scope").runtime, static_cast<uint32_t>(KEPLERSHM_RUNTIME_PODMAN));
+    EXPECT_EQ(identify_cgroup_path("/../.." + kUserManager + "/app.slice/docker-" + kId + ".scope").rootless_uid,
+              std::optional<uint32_t>(1000));
+    EXPECT_TRUE(names_nothing("/../../system.slice/foo.service/docker-" + kId + ".scope"));
+}
+
 TEST(ProcCgroup, HybridHostWithDockerPrefersTheV1PathThatNamesTheContainer) {
     const auto lines = parse_proc_cgroup(fixture("proc_cgroup_hybrid_docker.txt"));
     ASSERT_EQ(lines.size(), 13u);
