@@ -1,12 +1,17 @@
 #include "workloads/container_names.hpp"
 
 #include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
+#include <cerrno>
 #include <memory>
 
+#include "common/log.hpp"
 #include "common/text_io.hpp"
 #include "workloads/cgroup_identity.hpp"
 
@@ -16,6 +21,14 @@ namespace {
 
 constexpr size_t kMaxNameLength = 253;  // podman refuses longer names
 constexpr size_t kMaxCmdline = 64 * 1024;
+constexpr size_t kMaxStatus = 16 * 1024;  // /proc/<pid>/status is under 2 kB
+
+/// Where packages install conmon: distributions' /usr/bin (and /bin, /usr/sbin on merged-/usr systems),
+/// podman's own copies (/usr/libexec/podman on Fedora/RHEL, /usr/lib/podman on Debian/Ubuntu/Arch) and
+/// static builds' /usr/local/bin. Directories only root can write to.
+constexpr std::string_view kConmonDirectories[] = {
+    "/usr/bin", "/usr/libexec/podman", "/usr/lib/podman", "/usr/local/bin", "/usr/sbin", "/bin",
+};
 
 /// A printable name without control characters (it becomes a label value and a frame text field).
 bool is_plain_name(std::string_view name) {
@@ -38,7 +51,61 @@ bool option_value(const std::vector<std::string_view>& args, size_t& i, std::str
     return false;
 }
 
+/// Why the executable behind `exe` (a /proc/<pid>/exe link) is not the real conmon; empty when it is, or
+/// when the link cannot be read for lack of access: the collector's least-privilege deployments
+/// (CAP_BPF and CAP_PERFMON, no CAP_SYS_PTRACE) may not follow the link of a process with other uids or
+/// more capabilities, conmon's included. Then the owner rule alone holds, and is enough: a user's process
+/// names only that user's containers (ContainerNames::learn_from_process).
+std::string exe_problem(const std::string& exe, const std::string& pid) {
+    std::array<char, 4096> link{};
+    const ssize_t length = ::readlink(exe.c_str(), link.data(), link.size());
+    if (length < 0 && (errno == EACCES || errno == EPERM)) {
+        log_debug("conmon {}: its executable is not readable here; its uid alone decides what it names", pid);
+        return {};
+    }
+    if (length < 0) return "its executable link cannot be read";
+    if (static_cast<size_t>(length) == link.size()) return "its executable's path is too long";
+    // On procfs stat() follows the link to the running file itself, in whichever mount namespace it
+    // is, and fails only when the process is gone. In a copy of /proc (tests' fake trees) the link is a
+    // symbolic link to a path on another machine, and the directory rule stands alone.
+    struct stat st {};
+    std::optional<ExecutableFile> file;
+    if (::stat(exe.c_str(), &st) == 0) file = ExecutableFile{static_cast<uint32_t>(st.st_uid), static_cast<uint32_t>(st.st_mode)};
+    return conmon_executable_problem(std::string_view(link.data(), static_cast<size_t>(length)), file);
+}
+
 }  // namespace
+
+std::string conmon_executable_problem(std::string_view exe_link, const std::optional<ExecutableFile>& file) {
+    std::string_view path = exe_link;
+    // A package upgrade replaces the file under running conmons; the kernel marks their links so.
+    if (ends_with(path, " (deleted)")) path.remove_suffix(10);
+    const size_t slash = path.rfind('/');
+    if (!starts_with(path, "/") || slash == std::string_view::npos) return "its executable is not an absolute path";
+    if (path.substr(slash + 1) != "conmon") return "its executable is not named conmon";
+    const std::string_view directory = path.substr(0, slash);
+    if (std::find(std::begin(kConmonDirectories), std::end(kConmonDirectories), directory) == std::end(kConmonDirectories)) {
+        return "its executable is not in a directory conmon is installed to";
+    }
+    if (!file) return {};
+    if (!S_ISREG(file->mode)) return "its executable is not a regular file";
+    if (file->uid != 0) return "its executable is not owned by root";
+    if ((file->mode & (S_IWGRP | S_IWOTH)) != 0) return "its executable is writable by group or others";
+    return {};
+}
+
+std::optional<uint32_t> process_uid(std::string_view status) {
+    for (std::string_view line : split_lines(status)) {
+        if (!starts_with(line, "Uid:")) continue;
+        const std::vector<std::string_view> uids = split_fields(line.substr(4));
+        if (uids.size() != 4) return std::nullopt;
+        const auto real = parse_u64(uids[0]);
+        if (!real || *real > UINT32_MAX) return std::nullopt;
+        const bool one = std::all_of(uids.begin(), uids.end(), [&](std::string_view u) { return parse_u64(u) == real; });
+        return one ? std::optional<uint32_t>(static_cast<uint32_t>(*real)) : std::nullopt;
+    }
+    return std::nullopt;
+}
 
 ConmonIdentity parse_conmon_cmdline(std::string_view cmdline) {
     ConmonIdentity c;
@@ -62,31 +129,51 @@ ConmonIdentity parse_conmon_cmdline(std::string_view cmdline) {
 
 ContainerNames::ContainerNames(std::string proc_root) : proc_root_(std::move(proc_root)) {}
 
-bool ContainerNames::learn_into(std::unordered_map<std::string, std::string>& names, std::string_view cmdline) const {
+bool ContainerNames::learn_into(Names& names, std::string_view cmdline, std::optional<uint32_t> rootless_uid) const {
     ConmonIdentity c = parse_conmon_cmdline(cmdline);
     if (c.container_id.empty() || c.name.empty()) return false;
-    const auto known = names.find(c.container_id);
+    std::string key = owned_container_id(c.container_id, rootless_uid);
+    const auto known = names.find(key);
     if (known != names.end()) {
         if (known->second == c.name) return false;
         known->second = std::move(c.name);
         return true;
     }
     if (names.size() >= kMaxNames) return false;
-    names.emplace(std::move(c.container_id), std::move(c.name));
+    names.emplace(std::move(key), std::move(c.name));
     return true;
 }
 
-bool ContainerNames::learn(std::string_view cmdline) { return learn_into(names_, cmdline); }
+bool ContainerNames::learn_from_process(Names& names, const std::string& pid) const {
+    const std::string base = proc_root_ + "/" + pid;
+    const std::optional<uint32_t> uid = process_uid(read_text_file(base + "/status", kMaxStatus).text);
+    if (!uid) {
+        log_debug("conmon {}: not used for container names: its uids are unreadable or not one", pid);
+        return false;
+    }
+    if (const std::string problem = exe_problem(base + "/exe", pid); !problem.empty()) {
+        log_debug("conmon {}: not used for container names: {}", pid, problem);
+        return false;
+    }
+    const std::optional<uint32_t> rootless_uid = *uid == 0 ? std::nullopt : uid;
+    return learn_into(names, read_text_file(base + "/cmdline", kMaxCmdline).text, rootless_uid);
+}
+
+bool ContainerNames::learn(std::string_view cmdline, std::optional<uint32_t> rootless_uid) {
+    return learn_into(names_, cmdline, rootless_uid);
+}
+
+bool ContainerNames::learn_process(uint32_t pid) { return learn_from_process(names_, std::to_string(pid)); }
 
 bool ContainerNames::scan() {
     std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir(proc_root_.c_str()), closedir);
     if (!dir) return false;  // keep what is known: the next scan may list /proc again
-    std::unordered_map<std::string, std::string> found;
+    Names found;
     while (const dirent* entry = readdir(dir.get())) {
         if (!parse_u64(entry->d_name)) continue;
         const std::string base = proc_root_ + "/" + entry->d_name;
-        if (read_text_file(base + "/comm", 64).text != "conmon\n") continue;
-        learn_into(found, read_text_file(base + "/cmdline", kMaxCmdline).text);
+        if (read_text_file(base + "/comm", 64).text != "conmon\n") continue;  // the cheap test first
+        learn_from_process(found, entry->d_name);
     }
     const bool changed = std::any_of(found.begin(), found.end(), [this](const auto& item) {
         const auto known = names_.find(item.first);
@@ -96,8 +183,8 @@ bool ContainerNames::scan() {
     return changed;
 }
 
-const std::string* ContainerNames::find(const std::string& container_id) const {
-    const auto known = names_.find(container_id);
+const std::string* ContainerNames::find(const std::string& container_id, std::optional<uint32_t> rootless_uid) const {
+    const auto known = names_.find(owned_container_id(container_id, rootless_uid));
     return known == names_.end() ? nullptr : &known->second;
 }
 

@@ -103,11 +103,14 @@ void WorkloadResolver::end_sample() {
 void WorkloadResolver::name_container(WorkloadIdentity& identity) {
     if (identity.container_id.empty() || !identity.container_name.empty()) return;
     if (identity.runtime == KEPLERSHM_RUNTIME_DOCKER) {
+        // The data root is the system dockerd's: a rootless dockerd keeps its containers elsewhere, and a
+        // user's scope named after a system container must not take that container's name.
+        if (identity.rootless_uid) return;
         if (const std::string* name = docker_names_.find(identity.container_id)) identity.container_name = *name;
         return;
     }
     if (identity.runtime != KEPLERSHM_RUNTIME_PODMAN) return;
-    if (const std::string* name = names_.find(identity.container_id)) {
+    if (const std::string* name = names_.find(identity.container_id, identity.rootless_uid)) {
         identity.container_name = *name;
     } else {
         name_missing_ = true;
@@ -144,8 +147,10 @@ std::shared_ptr<const CgroupWorkload> WorkloadResolver::read_workload(const Proc
     w->identity = std::move(chosen.identity);
 
     const std::string_view comm(p.comm.data(), strnlen(p.comm.data(), p.comm.size()));
-    if (comm == "conmon") name_learned_ = names_.learn(read_text_file(base + "/cmdline", 64 * 1024).text) || name_learned_;
+    if (comm == "conmon") name_learned_ = names_.learn_process(p.key.tgid) || name_learned_;
     name_container(w->identity);
+    // Published under its owner: a user can name a scope after any container (owned_container_id).
+    w->identity.container_id = owned_container_id(w->identity.container_id, w->identity.rootless_uid);
 
     // qemu: the VM's name and UUID are on its command line (libvirt or hand-started).
     if (starts_with(comm, "qemu") || comm == "kvm" || w->identity.kind == KEPLERSHM_WORKLOAD_VM) {

@@ -38,6 +38,8 @@ struct CgroupMounts {
 /// start), and by a scan of /proc for conmon processes when a podman container has no name yet (at
 /// most once per `refresh_samples` samples; after a restart the conmons may be idle for hours). docker
 /// containers are named from `docker_data_root`/containers/<id>/config.v2.json, read once per container.
+/// A rootless container (below user@<uid>.service) is published as owned_container_id(), "uid<uid>-<id>",
+/// and named only by that user's conmons, never from the system dockerd's files.
 /// Not thread-safe.
 class WorkloadResolver {
 public:

@@ -3,7 +3,12 @@
 // container's workload whether its conmon is seen before or after the container's own processes.
 // docker container names from config.v2.json (a real one written by dockerd 20.10, Debian 12's, in
 // fixtures/docker_config.v2.json) in a fake docker data root.
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <optional>
 
 #include "common/text_io.hpp"
 #include "test_support.hpp"
@@ -32,11 +37,23 @@ std::string conmon(const std::string& id, const std::string& name) {
                     "--exit-command-arg", "-n", "--exit-command-arg", "not-the-name"});
 }
 
+/// Makes `pid` of a fake /proc run the executable `exe` as `uid`: what ContainerNames checks before it
+/// believes a conmon. The exe link is a plain symbolic link here (see conmon_executable_problem).
+void run_as(const TempDir& proc, int pid, const std::string& exe, uint32_t uid = 0) {
+    const std::string u = std::to_string(uid);
+    proc.write(std::to_string(pid) + "/status", "Name:\tconmon\nUmask:\t0022\nState:\tS (sleeping)\nUid:\t" + u + "\t" + u +
+                                                    "\t" + u + "\t" + u + "\nGid:\t" + u + "\t" + u + "\t" + u + "\t" + u + "\n");
+    const std::filesystem::path link = proc.path() / std::to_string(pid) / "exe";
+    std::filesystem::remove(link);
+    std::filesystem::create_symlink(exe, link);
+}
+
 /// A fake /proc with conmon `pid` monitoring `id` named `name`, and the container's process `pid + 1`
 /// in podman's cgroupfs layout.
 void add_container(const TempDir& proc, int pid, const std::string& id, const std::string& name) {
     proc.write(std::to_string(pid) + "/comm", "conmon\n");
     proc.write(std::to_string(pid) + "/cmdline", conmon(id, name));
+    run_as(proc, pid, "/usr/bin/conmon");
     proc.write(std::to_string(pid) + "/cgroup", "1:cpu,cpuacct:/libpod_parent/conmon\n");
     proc.write(std::to_string(pid + 1) + "/comm", "sleep\n");
     proc.write(std::to_string(pid + 1) + "/cmdline", cmdline({"sleep", "60"}));
@@ -133,6 +150,104 @@ TEST(WorkloadResolver, ScansForMissingNamesAtMostOncePerRefreshPeriod) {
     EXPECT_EQ(resolver.resolve(container)->identity.container_name, "web");
 }
 
+TEST(ConmonExecutable, OnlyConmonInstalledByRootCounts) {
+    const ExecutableFile installed{0, S_IFREG | 0755};
+    EXPECT_EQ(conmon_executable_problem("/usr/bin/conmon", installed), "");
+    EXPECT_EQ(conmon_executable_problem("/usr/libexec/podman/conmon", installed), "");
+    EXPECT_EQ(conmon_executable_problem("/usr/lib/podman/conmon", std::nullopt), "") << "a fake /proc: the directory rule alone";
+    EXPECT_EQ(conmon_executable_problem("/usr/bin/conmon (deleted)", installed), "") << "upgraded under a running conmon";
+    EXPECT_NE(conmon_executable_problem("/home/mallory/conmon", installed), "");
+    EXPECT_NE(conmon_executable_problem("/tmp/conmon", std::nullopt), "");
+    EXPECT_NE(conmon_executable_problem("/usr/bin/../../tmp/conmon", std::nullopt), "");
+    EXPECT_NE(conmon_executable_problem("/usr/bin/bash", installed), "");
+    EXPECT_NE(conmon_executable_problem("/usr/bin/conmon-impostor", installed), "");
+    EXPECT_NE(conmon_executable_problem("conmon", std::nullopt), "");
+    EXPECT_NE(conmon_executable_problem("", std::nullopt), "");
+    EXPECT_NE(conmon_executable_problem("/usr/bin/conmon", ExecutableFile{1000, S_IFREG | 0755}), "")
+        << "a user's file mounted over /usr/bin/conmon in a mount namespace of its own";
+    EXPECT_NE(conmon_executable_problem("/usr/bin/conmon", ExecutableFile{0, S_IFREG | 0775}), "");
+    EXPECT_NE(conmon_executable_problem("/usr/bin/conmon", ExecutableFile{0, S_IFREG | 0757}), "");
+    EXPECT_NE(conmon_executable_problem("/usr/bin/conmon", ExecutableFile{0, S_IFDIR | 0755}), "");
+}
+
+TEST(ProcessStatus, OneUidOrNone) {
+    EXPECT_EQ(process_uid("Name:\tx\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\n"), std::optional<uint32_t>(0));
+    EXPECT_EQ(process_uid("Uid:\t1000\t1000\t1000\t1000\n"), std::optional<uint32_t>(1000));
+    EXPECT_EQ(process_uid("Uid:\t1000\t0\t0\t0\n"), std::nullopt) << "a set-uid program a user started";
+    EXPECT_EQ(process_uid("Uid:\t0\t0\t0\n"), std::nullopt);
+    EXPECT_EQ(process_uid("Uid:\t4294967296\t4294967296\t4294967296\t4294967296\n"), std::nullopt);
+    EXPECT_EQ(process_uid("Uid:\t-1\t-1\t-1\t-1\n"), std::nullopt);
+    EXPECT_EQ(process_uid("Name:\tx\n"), std::nullopt);
+    EXPECT_EQ(process_uid(""), std::nullopt);
+}
+
+TEST(ContainerNames, AProcessCalledConmonIsBelievedOnlyWhenItRunsTheRealOne) {
+    TempDir proc;
+    add_container(proc, 100, kIdA, "web");
+    const std::string kIdC(64, 'c'), kIdD(64, 'd'), kIdE(64, 'e');
+    add_container(proc, 200, kIdB, "from-home");
+    run_as(proc, 200, "/home/mallory/conmon");
+    add_container(proc, 300, kIdC, "from-tmp");
+    run_as(proc, 300, "/tmp/conmon");
+    add_container(proc, 400, kIdD, "set-uid");
+    proc.write("400/status", "Uid:\t1000\t0\t0\t0\n");
+    add_container(proc, 500, kIdE, "no-exe");
+    std::filesystem::remove(proc.path() / "500" / "exe");
+    ContainerNames names(proc.path().string());
+    EXPECT_TRUE(names.scan());
+    ASSERT_NE(names.find(kIdA), nullptr);
+    EXPECT_EQ(*names.find(kIdA), "web");
+    EXPECT_EQ(names.find(kIdB), nullptr) << "not an installed conmon";
+    EXPECT_EQ(names.find(kIdC), nullptr);
+    EXPECT_EQ(names.find(kIdD), nullptr) << "not root's process: its uids differ";
+    EXPECT_EQ(names.find(kIdE), nullptr) << "no executable (a kernel thread or a zombie)";
+    EXPECT_EQ(names.size(), 1u);
+}
+
+TEST(ContainerNames, AUsersConmonNamesOnlyThatUsersContainers) {
+    TempDir proc;
+    add_container(proc, 100, kIdA, "root-web");
+    add_container(proc, 200, kIdA, "mine");
+    run_as(proc, 200, "/usr/bin/conmon", 1000);  // the real conmon, started by user 1000 with any arguments
+    ContainerNames names(proc.path().string());
+    EXPECT_TRUE(names.scan());
+    ASSERT_NE(names.find(kIdA), nullptr);
+    EXPECT_EQ(*names.find(kIdA), "root-web") << "the system container keeps root's name";
+    ASSERT_NE(names.find(kIdA, 1000), nullptr);
+    EXPECT_EQ(*names.find(kIdA, 1000), "mine");
+    EXPECT_EQ(names.find(kIdA, 1001), nullptr);
+    ContainerNames seen(proc.path().string());
+    EXPECT_TRUE(seen.learn_process(200));
+    EXPECT_EQ(seen.find(kIdA), nullptr);
+    EXPECT_EQ(*seen.find(kIdA, 1000), "mine");
+    EXPECT_FALSE(seen.learn_process(999)) << "no such process";
+}
+
+const std::string kRootlessScope = "/user.slice/user-1000.slice/user@1000.service/user.slice/";
+
+TEST(WorkloadResolver, ARootlessContainerIsPublishedUnderItsUserAndNamedByItsUsersConmon) {
+    TempDir proc;
+    add_container(proc, 100, kIdA, "system-web");  // a system podman container, and its conmon
+    proc.write("200/comm", "conmon\n");            // user 1000's conmon for a container of the same id
+    proc.write("200/cmdline", conmon(kIdA, "mine"));
+    proc.write("200/cgroup", "0::" + kRootlessScope + "libpod-conmon-" + kIdA + ".scope\n");
+    run_as(proc, 200, "/usr/bin/conmon", 1000);
+    proc.write("201/comm", "sleep\n");
+    proc.write("201/cgroup", "0::" + kRootlessScope + "libpod-" + kIdA + ".scope\n");
+    WorkloadResolver resolver(proc.path().string(), 30);
+    ProcessActivity system = process(101, "sleep"), mine = process(201, "sleep");
+    resolver.resolve(system);
+    resolver.resolve(mine);
+    resolver.end_sample();  // scans: both are unnamed
+    const auto system_workload = resolver.resolve(system);
+    EXPECT_EQ(system_workload->identity.container_id, kIdA);
+    EXPECT_EQ(system_workload->identity.container_name, "system-web");
+    const auto rootless = resolver.resolve(mine);
+    EXPECT_EQ(rootless->identity.container_id, "uid1000-" + kIdA) << "never the system container's id";
+    EXPECT_EQ(rootless->identity.container_name, "mine");
+    EXPECT_EQ(rootless->identity.rootless_uid, std::optional<uint32_t>(1000));
+}
+
 const std::string kDockerCaptured = "0a18ea4eb590f26f07f5eae806d2fdc549638d5aa109cad1d200f972fa6f47d3";
 
 TEST(DockerConfig, NameOfARealConfigV2) {
@@ -194,6 +309,19 @@ TEST(WorkloadResolver, ADockerContainerIsNamedFromItsConfig) {
     proc.write("200/cgroup", "4:cpu,cpuacct:/docker/" + kIdB + "\n");  // no config: another data root
     ProcessActivity unnamed = process(200, "sleep");
     EXPECT_EQ(resolver.resolve(unnamed)->identity.container_name, "");
+}
+
+TEST(WorkloadResolver, AUsersScopeNamedAfterADockerContainerGetsNeitherItsIdNorItsName) {
+    TempDir docker, proc;
+    add_docker_container(docker, proc, 100, kIdA, "web");
+    proc.write("300/comm", "sleep\n");
+    proc.write("300/cgroup", "0::/user.slice/user-1000.slice/user@1000.service/app.slice/docker-" + kIdA + ".scope\n");
+    WorkloadResolver resolver(proc.path().string(), 30, docker.path().string());
+    ProcessActivity system = process(100, "sleep"), impostor = process(300, "sleep");
+    EXPECT_EQ(resolver.resolve(system)->identity.container_name, "web");
+    const auto user = resolver.resolve(impostor);
+    EXPECT_EQ(user->identity.container_id, "uid1000-" + kIdA);
+    EXPECT_EQ(user->identity.container_name, "") << "the system dockerd's files name the system's containers only";
 }
 
 }  // namespace
