@@ -76,15 +76,26 @@ bool wait_until(uint64_t deadline, keplershm::Writer& writer, const sigset_t& si
 /// The writer watches a predecessor's heartbeat itself and takes the name once it stood still for 3
 /// periods + 1 s (PROTOCOL.md §1.3). A predecessor whose heartbeat advances refuses us (EXISTS): it may be
 /// on its way out (a roll-out stops the old pod), so try again for a while before failing. nullopt when
-/// a stop signal arrived meanwhile.
-std::optional<keplershm::Writer> create_writer(const std::string& name, const keplershm::WriterOptions& w,
+/// a stop signal arrived meanwhile, also while the writer watched the predecessor (a planted segment's
+/// header may claim a long heartbeat period: the library bounds that watch, and a signal ends it).
+std::optional<keplershm::Writer> create_writer(const std::string& name, const keplershm::WriterOptions& options,
                                                const sigset_t& signals) {
     const uint64_t deadline = monotonic_now_ns() + 6'000'000'000ull;
     bool told = false;
+    bool stopped = false;
+    keplershm::WriterOptions w = options;
+    w.stop_requested = [&signals, &stopped] {
+        timespec now{0, 0};
+        siginfo_t info{};
+        const int sig = sigtimedwait(&signals, &info, &now);
+        stopped = stopped || sig == SIGTERM || sig == SIGINT;
+        return stopped;
+    };
     while (true) {
         try {
             return keplershm::Writer(name, w);
         } catch (const keplershm::Error& e) {
+            if (stopped) return std::nullopt;
             if (e.code() != KEPLERSHM_E_EXISTS || monotonic_now_ns() >= deadline) throw;
             if (!told) log_info("waiting up to 6 s for the live previous writer of '{}' to stop: {}", name, e.what());
             told = true;

@@ -3,6 +3,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <pwd.h>
+
+#include <array>
 #include <cmath>
 #include <stdexcept>
 
@@ -53,6 +56,15 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
     app.add_option("--xgboost-threads", o.xgboost_threads, "XGBoost nthread")->check(CLI::Range(1, 64))->capture_default_str();
     app.add_option("--duration", o.duration_s, "live: stop after this many seconds (0: until SIGTERM)")->check(CLI::NonNegativeNumber);
     app.add_flag("--quiet", o.quiet, "replay: no progress on stderr");
+    app.add_option("--segment-owner", o.segment_owner,
+                   "user (name or uid) accepted besides root as the owner of the segments read, e.g. an external model's; "
+                   "'any' turns the owner and world-writable checks off (default: root or this process's user)");
+    app.add_option("--max-frame-mib", o.max_frame_mib, "refuse segments whose slots hold frames larger than this (MiB)")
+        ->check(CLI::Range(1, 4096))
+        ->capture_default_str();
+    app.add_option("--alive-file", o.alive_file,
+                   "live: touch this file at least once a second while the pipeline runs (a liveness probe that needs "
+                   "no free HTTP worker: keplershm-probe --alive-file)");
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -71,6 +83,28 @@ ExportOptions export_options(const Options& o) {
     e.names = *names;
     e.estimated_idle = !o.hide_estimated_idle;
     return e;
+}
+
+keplershm::ReaderOptions reader_options(const Options& o) {
+    keplershm::ReaderOptions r;
+    r.max_frame_bytes = uint64_t{o.max_frame_mib} << 20;
+    if (o.segment_owner.empty()) return r;
+    if (o.segment_owner == "any") {
+        r.any_owner = true;
+        return r;
+    }
+    if (o.segment_owner.find_first_not_of("0123456789") == std::string::npos && o.segment_owner.size() <= 9) {
+        r.segment_owner = static_cast<uint32_t>(std::stoul(o.segment_owner));
+        return r;
+    }
+    passwd entry{};
+    passwd* found = nullptr;
+    std::array<char, 4096> text{};
+    if (getpwnam_r(o.segment_owner.c_str(), &entry, text.data(), text.size(), &found) != 0 || found == nullptr) {
+        throw std::invalid_argument(fmt::format("--segment-owner {} is not a user name, a uid or 'any'", o.segment_owner));
+    }
+    r.segment_owner = found->pw_uid;
+    return r;
 }
 
 EstimatorOptions estimator_options(const Options& o) {
@@ -93,6 +127,7 @@ EstimatorOptions estimator_options(const Options& o) {
     e.model_set.xgboost_threads = o.xgboost_threads;
     e.model_set.model_server = o.model_server;
     e.model_set.external_wait = std::chrono::milliseconds(o.external_wait_ms);
+    e.model_set.external_reader = reader_options(o);
     return e;
 }
 

@@ -33,6 +33,9 @@ struct Options {
     std::string publish_estimates;   // PREFIX: every model's answers in segments PREFIX-<model>
     double duration_s = 0;           // live: stop after this long (0: until SIGINT/SIGTERM)
     bool quiet = false;              // replay: no progress on stderr
+    std::string segment_owner;       // uid or user accepted besides root as the owner of segments read; "any"
+    uint32_t max_frame_mib = 64;     // segments whose slots hold larger frames are refused
+    std::string alive_file;          // live: touched at least once a second while the pipeline runs
 };
 
 /// Parses argv. Returns nullopt when the program should exit with `exit_code` (help, bad usage).
@@ -41,5 +44,8 @@ struct Options {
 [[nodiscard]] EstimatorOptions estimator_options(const Options& options);
 /// Throws std::invalid_argument naming the bad option.
 [[nodiscard]] ExportOptions export_options(const Options& options);
+/// How segments (the collector's, external models') are opened. Throws std::invalid_argument naming the
+/// bad option (an unknown user).
+[[nodiscard]] keplershm::ReaderOptions reader_options(const Options& options);
 
 }  // namespace kepler_estimate

@@ -1,7 +1,13 @@
 #include "app/runner.hpp"
 
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <malloc.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <chrono>
 #include <fstream>
@@ -79,6 +85,29 @@ void count_new_rejections(const FrameSource& source, Estimator& estimator, uint6
 }
 
 /// --publish-estimates: null when off. Throws std::invalid_argument for a bad prefix.
+/// --alive-file: the pipeline's sign of life for a liveness probe that needs no HTTP worker (a flood of
+/// slow clients can hold every worker; this file cannot be held). Touched at most once a second.
+class AliveFile {
+public:
+    explicit AliveFile(std::string path) : path_(std::move(path)) {}
+
+    void touch() {
+        if (path_.empty() || Clock::now() - last_ < std::chrono::seconds(1)) return;
+        last_ = Clock::now();
+        const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+        const bool touched = fd >= 0 && ::futimens(fd, nullptr) == 0;
+        const int err = errno;
+        if (fd >= 0) ::close(fd);
+        if (!touched && !said_) fmt::print(stderr, "kepler-estimate: cannot touch --alive-file {}: {}\n", path_, std::strerror(err));
+        said_ = !touched;  // said once per failure spell
+    }
+
+private:
+    std::string path_;
+    Clock::time_point last_{};
+    bool said_ = false;
+};
+
 std::unique_ptr<EstimatesPublisher> make_publisher(const Options& o) {
     return o.publish_estimates.empty() ? nullptr : std::make_unique<EstimatesPublisher>(o.publish_estimates);
 }
@@ -119,7 +148,8 @@ int run_replay(const Options& o, Estimator& estimator, const ExportOptions& expo
 
 int run_live(const Options& o, Estimator& estimator, const ExportOptions& export_options, const std::atomic<bool>& stop) {
     std::unique_ptr<EstimatesPublisher> publisher = make_publisher(o);
-    FrameSource source = FrameSource::live(o.shm_name);
+    FrameSource source = FrameSource::live(o.shm_name, reader_options(o));
+    AliveFile alive(o.alive_file);
     // port 0 in --listen asks the kernel for a free one (tests use it: no race for a port that was free
     // a moment before), and the log must say which it got.
     const PrometheusExport exporter(estimator, export_options);
@@ -134,6 +164,7 @@ int run_live(const Options& o, Estimator& estimator, const ExportOptions& export
     keplershm::FrameView frame;
     uint64_t rejected = 0;
     while (!stop.load(std::memory_order_relaxed) && (o.duration_s <= 0 || Clock::now() < deadline)) {
+        alive.touch();
         if (watcher.take_changes()) log_lines(estimator.refresh_models());
         const FrameSource::Result result = source.next(frame, milliseconds(250));
         count_new_rejections(source, estimator, rejected);

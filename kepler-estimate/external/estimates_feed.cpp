@@ -38,7 +38,8 @@ std::string kind_refusal(const std::string& name, uint32_t kind) {
 /// the reader itself is touched by the reader thread only.
 class LiveFeed final : public AnswerSource {
 public:
-    explicit LiveFeed(std::string name) : name_(std::move(name)) {
+    LiveFeed(std::string name, keplershm::ReaderOptions reader_options)
+        : name_(std::move(name)), reader_options_(std::move(reader_options)) {
         status_.state = fmt::format("waiting for estimates segment {}", name_);
         thread_ = std::thread([this] { run(); });
     }
@@ -111,6 +112,7 @@ private:
     }
 
     const std::string name_;
+    const keplershm::ReaderOptions reader_options_;
     mutable std::mutex mutex_;
     std::condition_variable changed_;  // an arrival, or stop_
     std::deque<Arrival> inbox_;
@@ -127,7 +129,7 @@ void LiveFeed::run() {
     while (!stopping()) {
         if (!reader) {
             try {
-                reader.emplace(keplershm::Reader::open(name_));
+                reader.emplace(keplershm::Reader::open(name_, reader_options_));
                 checked_generation = 0;
             } catch (const keplershm::Error& e) {
                 detach(fmt::format("waiting for estimates segment {} ({})", name_, e.what()));
@@ -234,12 +236,12 @@ private:
 
 }  // namespace
 
-std::unique_ptr<AnswerSource> make_answer_source(const std::string& source) {
+std::unique_ptr<AnswerSource> make_answer_source(const std::string& source, const keplershm::ReaderOptions& reader_options) {
     std::error_code ec;
     if (source.find('/') != std::string::npos || std::filesystem::is_regular_file(source, ec)) {
         return std::make_unique<RecordedFeed>(source);
     }
-    return std::make_unique<LiveFeed>(source);
+    return std::make_unique<LiveFeed>(source, reader_options);
 }
 
 }  // namespace kepler_estimate

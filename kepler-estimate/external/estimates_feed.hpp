@@ -45,7 +45,9 @@ public:
 
 /// `source` names a live estimates segment, or (a path: it contains '/' or is a regular file) a
 /// recording of one. The live source owns a reader thread and is thread-safe; the recording source
-/// reads on the caller's thread and is not.
-[[nodiscard]] std::unique_ptr<AnswerSource> make_answer_source(const std::string& source);
+/// reads on the caller's thread and is not. `reader_options` apply to the live segment: who may own it
+/// (the model process's uid), and the largest frame it may declare.
+[[nodiscard]] std::unique_ptr<AnswerSource> make_answer_source(const std::string& source,
+                                                              const keplershm::ReaderOptions& reader_options = {});
 
 }  // namespace kepler_estimate

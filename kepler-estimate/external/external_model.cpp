@@ -7,7 +7,7 @@
 namespace kepler_estimate {
 
 ExternalModel::ExternalModel(std::string name, std::string source, ExternalOptions options)
-    : name_(std::move(name)), source_name_(std::move(source)), options_(options), source_(make_answer_source(source_name_)) {
+    : name_(std::move(name)), source_name_(std::move(source)), options_(options), source_(make_answer_source(source_name_, options_.reader)) {
     MatcherOptions matcher = options_.matcher;
     matcher.timed = !source_->is_recording();
     matcher_ = AnswerMatcher(matcher);

@@ -25,6 +25,7 @@ struct ExternalOptions {
     std::chrono::milliseconds wait{100};  // longest wait for the primary's answer (also capped at interval / 4)
     bool primary = false;                 // configured as --primary: the only case that waits
     MatcherOptions matcher;
+    keplershm::ReaderOptions reader;      // the estimates segment's accepted owner and frame cap
 };
 
 /// What the estimator knows of an external model, for export. Plain value.

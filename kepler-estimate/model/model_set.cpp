@@ -63,6 +63,7 @@ ModelSet::ModelSet(std::vector<ModelSpec> specs, std::optional<std::string> prim
             external.wait = options.external_wait;
             external.primary = primary_ && *primary_ == spec.name;
             external.matcher.window_frames = options.external_window;
+            external.reader = options.external_reader;
             entry->model = std::make_unique<ExternalModel>(spec.name, spec.source, external);
         }
         if (spec.kind == ModelSpec::Kind::xgboost) entry->state = fmt::format("waiting for {}", metadata_path(spec.path).string());

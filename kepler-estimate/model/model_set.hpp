@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "keplershm/keplershm.hpp"
 #include "external/external_model.hpp"
 #include "model/model_spec.hpp"
 #include "model/node_model.hpp"
@@ -59,6 +60,8 @@ struct ModelSetOptions {
     /// --model-server: kepler-db folders missing locally are fetched from URL/<folder name>/ (the
     /// model DB's layout: node_type_index.json, then only the chosen model file).
     std::string model_server;
+    /// How external models' estimates segments are opened (accepted owner, frame cap).
+    keplershm::ReaderOptions external_reader;
 };
 
 /// Owns the configured models. Not thread-safe: the pipeline thread calls it; the exporter reads

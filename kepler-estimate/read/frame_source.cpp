@@ -10,7 +10,9 @@ namespace kepler_estimate {
 
 using std::chrono::milliseconds;
 
-FrameSource FrameSource::live(std::string name) { return FrameSource(std::move(name), false); }
+FrameSource FrameSource::live(std::string name, keplershm::ReaderOptions reader_options) {
+    return FrameSource(std::move(name), false, std::move(reader_options));
+}
 
 FrameSource FrameSource::replay(const std::string& path) {
     FrameSource source(path, true);
@@ -82,7 +84,7 @@ FrameSource::Result FrameSource::read_next(keplershm::FrameView& view, milliseco
 FrameSource::Result FrameSource::next(keplershm::FrameView& view, milliseconds timeout) {
     if (!reader_) {
         try {
-            reader_.emplace(keplershm::Reader::open(name_));
+            reader_.emplace(keplershm::Reader::open(name_, reader_options_));
             fmt::print(stderr, "kepler-estimate: reading segment '{}'\n", name_);
             said_waiting_ = false;
         } catch (const keplershm::Error& e) {

@@ -17,7 +17,7 @@ public:
     enum class Result { frame, idle, end };
 
     /// A live segment by name; the segment may not exist yet.
-    static FrameSource live(std::string name);
+    static FrameSource live(std::string name, keplershm::ReaderOptions reader_options = {});
     /// A recording; throws keplershm::Error when it cannot be opened.
     static FrameSource replay(const std::string& path);
 
@@ -38,7 +38,8 @@ private:
     /// What the live writer is doing, as far as this reader can tell (PROTOCOL.md §1.3).
     enum class WriterState { live, retired, stale };
 
-    FrameSource(std::string name, bool recording) : name_(std::move(name)), recording_(recording) {}
+    FrameSource(std::string name, bool recording, keplershm::ReaderOptions reader_options = {})
+        : name_(std::move(name)), recording_(recording), reader_options_(std::move(reader_options)) {}
     Result read_next(keplershm::FrameView& view, std::chrono::milliseconds timeout);
     /// Logs what the reader follows or waits for, once per change: a new generation, a writer that
     /// retired or went stale (and since when), one that beats again.
@@ -46,6 +47,7 @@ private:
 
     std::string name_;
     bool recording_ = false;
+    keplershm::ReaderOptions reader_options_;
     std::optional<keplershm::Reader> reader_;
     bool said_waiting_ = false;
     uint64_t errors_ = 0;
