@@ -151,6 +151,27 @@ TEST(KeplerPickle, HostileGlobalsAndOpcodesAreRefused) {
     EXPECT_THROW((void)parse_max_abs_scaler(""), ModelError);
 }
 
+// A chain of TUPLE1 opcodes nests one level per byte: 200,000 of them crashed the estimator (freeing the
+// chain recursed off the stack). Refused at 32 levels; and a value held by another cannot be changed
+// afterwards (which would let a dict come to hold itself).
+TEST(KeplerPickle, DeepNestingAndSelfReferenceAreRefused) {
+    const std::string deep = bytes("\x80\x04N") + std::string(200'000, '\x85') + ".";
+    try {
+        (void)parse_max_abs_scaler(deep);
+        FAIL() << "a 200,000-deep tuple accepted";
+    } catch (const ModelError& e) {
+        EXPECT_NE(std::string(e.what()).find("values nest deeper than 32 levels (at byte 34)"), std::string::npos) << e.what();
+    }
+    // EMPTY_DICT, MEMOIZE, TUPLE1 (the dict held), BINGET 0, then SETITEMS into the held dict: refused.
+    const std::string cycle = bytes("\x80\x04}\x94\x85h\x00(\x8c\x01kh\x00u.");
+    try {
+        (void)parse_max_abs_scaler(cycle);
+        FAIL() << "a dict made to hold itself";
+    } catch (const ModelError& e) {
+        EXPECT_NE(std::string(e.what()).find("already inside another"), std::string::npos) << e.what();
+    }
+}
+
 // Every prefix of a real scaler, and every single-byte corruption, is refused or parsed; never a crash.
 TEST(KeplerPickle, TruncatedAndCorruptedScalersAreRefused) {
     const std::string good = scaler_bytes("rapl-sysfs/AbsPower/BPFIRQ/XgboostFitTrainer_0.zip");
