@@ -65,6 +65,7 @@ bool parse_libvirt_machine(std::string_view component, WorkloadIdentity& id) {
     } else {
         return false;
     }
+    if (machine.empty()) return false;
     id.kind = KEPLERSHM_WORKLOAD_VM;
     id.runtime = KEPLERSHM_RUNTIME_LIBVIRT;
     id.vm_id = std::string(machine);
@@ -174,7 +175,8 @@ bool claim_bare_id(std::string_view c, uint32_t runtime, WorkloadIdentity& id) {
 std::string_view uid_in(std::string_view c, std::string_view prefix, std::string_view suffix) {
     if (!starts_with(c, prefix) || !ends_with(c, suffix) || c.size() <= prefix.size() + suffix.size()) return {};
     const std::string_view digits = c.substr(prefix.size(), c.size() - prefix.size() - suffix.size());
-    if (digits.size() > 10 || !std::all_of(digits.begin(), digits.end(), [](char d) { return d >= '0' && d <= '9'; })) return {};
+    if (digits.size() > 10 || (digits.size() > 1 && digits[0] == '0')) return {};  // systemd writes no leading zeros
+    if (!std::all_of(digits.begin(), digits.end(), [](char d) { return d >= '0' && d <= '9'; })) return {};
     const auto uid = parse_u64(digits);
     return uid && *uid <= UINT32_MAX ? digits : std::string_view();
 }
@@ -220,6 +222,7 @@ Place enter_kube_dir(std::string_view c, WorkloadIdentity& id) {
     }
     if (!starts_with(c, "pod") || !is_pod_uid(c.substr(3))) return Place::elsewhere;
     id.pod_uid = std::string(c.substr(3));
+    std::replace(id.pod_uid.begin(), id.pod_uid.end(), '_', '-');  // the API server's spelling, as for slices
     return Place::kube_pod_dir;
 }
 

@@ -161,6 +161,11 @@ TEST(CgroupIdentity, DotComponentsLongPathsAndRepeatedPrefixesNameNothing) {
     deep.resize(4096);
     EXPECT_EQ(identify_cgroup_path(deep).container_id, kId) << "4096 bytes: the longest path read";
     EXPECT_TRUE(names_nothing(deep + "a"));
+    EXPECT_TRUE(names_nothing("/machine/.libvirt-qemu")) << "a VM without a name";
+    EXPECT_TRUE(names_nothing("/user.slice/user-01000.slice/user@01000.service/libpod-" + kId + ".scope"))
+        << "systemd writes uids without leading zeros";
+    EXPECT_EQ(identify_cgroup_path("/kubepods/pod0d9b6c4e_27a2_4b57_8bb9_4f1c9e2b9a10/" + kId).pod_uid, kPodUid)
+        << "the API server's spelling, whichever driver";
 }
 
 TEST(CgroupIdentity, ACgroupNamespacesRelativePathIsReadFromItsFirstComponent) {
