@@ -46,8 +46,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (detail::parse_frame(frame, size, layout, view.raw()) != KEPLERSHM_OK) return 0;
     view.raw().segment = &layout.header;
     volatile uint64_t sink = read_all(view);
-    std::vector<uint8_t> packed(detail::packed_frame_capacity(layout) < size * 17 + 4096 ? detail::packed_frame_capacity(layout)
-                                                                                         : size * 17 + 4096);
+    std::vector<uint8_t> packed(detail::packed_frame_capacity(layout, size));
     const size_t n = detail::pack_frame(view.raw(), layout, packed.data(), packed.size());
     if (n == 0) return 0;  // overlapping sections: refused
     FrameView copy;

@@ -81,11 +81,18 @@ private:
 };
 
 /// Opens the segment once the collector has created it (generous bound: start-up loads eBPF).
-keplershm::Reader open_when_ready(const std::string& name, const Collector& collector) {
+// Waits while the segment is missing or not yet published; any other refusal (an owner or mode the
+// reader does not accept) is the answer and is thrown with the collector's log.
+keplershm::Reader open_when_ready(const std::string& name, const Collector& collector,
+                                  const keplershm::ReaderOptions& options = {}) {
     for (int i = 0; i < 1500; ++i) {
         try {
-            return keplershm::Reader::open(name);
-        } catch (const keplershm::Error&) {
+            return keplershm::Reader::open(name, options);
+        } catch (const keplershm::Error& e) {
+            if (e.code() == KEPLERSHM_E_PERMISSION) {
+                throw std::runtime_error(std::string("the reader refused the segment: ") + e.what() +
+                                         "\nthe collector's log:\n" + collector.log());
+            }
             testing::sleep_ms(10);
         }
     }
@@ -220,7 +227,10 @@ TEST(EndToEnd, UnprivilegedAutoFallsBackToProcfsWithAReason) {
     Collector collector({"--shm-name", name, "--interval", "200ms", "--sysfs-root", empty_sysfs.path().string(),
                          "--kube", "off", "--segment-mode", "0644"},
                         65534);  // nobody
-    keplershm::Reader reader = open_when_ready(name, collector);
+    // A segment owned by neither root nor the reader is accepted only by name (and read by copy).
+    keplershm::ReaderOptions accept_nobody;
+    accept_nobody.segment_owner = 65534;
+    keplershm::Reader reader = open_when_ready(name, collector, accept_nobody);
     keplershm::FrameView f;
     ASSERT_EQ(reader.next(5s, f), keplershm::Status::ok);
     EXPECT_EQ(f.source(), static_cast<uint32_t>(KEPLERSHM_SOURCE_PROCFS));
