@@ -156,6 +156,8 @@ private:
     /// Records that `container` now holds `part`. A value that is held is never changed afterwards
     /// (see `changeable`), so depths stay exact and no value can come to hold itself.
     void hold(Value& container, Value& part, size_t at) {
+        // A dict still changeable can be fetched from the memo as one of its own values (SETITEMS).
+        if (&container == &part) fail(at, "a value is made to hold itself");
         if (part.depth >= kMaxDepth) fail(at, fmt::format("values nest deeper than {} levels", kMaxDepth));
         container.depth = std::max(container.depth, part.depth + 1);
         part.contained = true;

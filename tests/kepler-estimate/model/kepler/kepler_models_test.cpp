@@ -172,6 +172,21 @@ TEST(KeplerPickle, DeepNestingAndSelfReferenceAreRefused) {
     }
 }
 
+// Found by fuzz_pickle_scaler: a dict not yet held by anything, fetched from the memo as one of its own
+// values (EMPTY_DICT, MEMOIZE, MARK, "k", BINGET 0, SETITEMS), came to hold itself, and the cycle of
+// shared pointers leaked on every such file. Refused.
+TEST(KeplerPickle, ADictThatHoldsItselfIsRefused) {
+    for (const std::string& cycle : {bytes("\x80\x04}\x94(\x8c\x01kh\x00u."), bytes("\x80\x04}}\x94h\x00(\x8c\x01kh\x00u."),
+                                     bytes("\x80\x04}\x94\x8c\x01kh\x00s.")}) {
+        try {
+            (void)parse_max_abs_scaler(cycle);
+            ADD_FAILURE() << "a dict made to hold itself";
+        } catch (const ModelError& e) {
+            EXPECT_NE(std::string(e.what()).find("a value is made to hold itself"), std::string::npos) << e.what();
+        }
+    }
+}
+
 // Every prefix of a real scaler, and every single-byte corruption, is refused or parsed; never a crash.
 TEST(KeplerPickle, TruncatedAndCorruptedScalersAreRefused) {
     const std::string good = scaler_bytes("rapl-sysfs/AbsPower/BPFIRQ/XgboostFitTrainer_0.zip");
