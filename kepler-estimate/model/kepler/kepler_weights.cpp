@@ -52,19 +52,24 @@ class WeightsPredictor final : public KeplerPredictor {
 public:
     WeightsPredictor(const json& doc, bool dynamic, const std::string& origin) : dynamic_(dynamic) {
         std::set<std::string> names;
+        std::vector<const json*> bodies;  // each zone's All_Weights, parallel to zones_ (the key may be an alias: psys)
         for (const auto& [zone, body] : doc.items()) {
             const std::optional<ZoneKind> kind = zone_kind_from_name(zone);
             if (!kind) continue;  // model_name, machine_spec and other bookkeeping keys
+            if (std::find(zones_.begin(), zones_.end(), *kind) != zones_.end()) {
+                throw ModelError(fmt::format("{}: zone {} has two sets of weights (psys and platform are one zone)", origin, zone_name(*kind)));
+            }
             const json& all = weights_of(body, zone, origin);
             auto numerical = all.find("Numerical_Variables");
             if (numerical == all.end() || !numerical->is_object()) throw ModelError(fmt::format("{}: zone {} has no Numerical_Variables", origin, zone));
             for (const auto& [feature, term] : numerical->items()) names.insert(feature);
             zones_.push_back(*kind);
+            bodies.push_back(&all);
         }
         if (zones_.empty()) throw ModelError(fmt::format("{}: no zone (package, core, uncore, dram, platform) in the weights", origin));
         if (names.empty() || names.size() > kMaxFeatures) throw ModelError(fmt::format("{}: {} features (1 to {})", origin, names.size(), kMaxFeatures));
         features_.assign(names.begin(), names.end());
-        for (const ZoneKind zone : zones_) weights_.push_back(parse_zone(weights_of(doc.at(std::string(zone_name(zone))), std::string(zone_name(zone)), origin), origin));
+        for (const json* all : bodies) weights_.push_back(parse_zone(*all, origin));
     }
 
     const std::vector<std::string>& features() const noexcept override { return features_; }

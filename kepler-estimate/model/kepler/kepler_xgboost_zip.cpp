@@ -3,6 +3,7 @@
 // (<zone>.json, listed in metadata.json's per-zone "model_file" via <model_name>.json) predicts watts.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "model/json_object.hpp"
@@ -35,6 +36,15 @@ std::vector<std::string> string_list(const json& doc, const char* field, const s
     return out;
 }
 
+/// An optional name field: "" when absent, ModelError when it is there but not a string (json::value
+/// would throw its own type_error).
+std::string optional_text(const json& doc, const char* field, const std::string& origin) {
+    auto it = doc.find(field);
+    if (it == doc.end()) return {};
+    if (!it->is_string()) throw ModelError(fmt::format("{}: \"{}\" is not a string", origin, field));
+    return it->get<std::string>();
+}
+
 class XgboostZipPredictor final : public KeplerPredictor {
 public:
     XgboostZipPredictor(const std::filesystem::path& path, int threads) {
@@ -42,10 +52,10 @@ public:
         const auto entries = read_zip_entries(path);
         const json meta = parse_json_object(entry(entries, "metadata.json", origin), origin + ":metadata.json");
         features_ = string_list(meta, "features", origin + ":metadata.json");
-        const std::string output = meta.value("output_type", std::string());
+        const std::string output = optional_text(meta, "output_type", origin + ":metadata.json");
         if (output != "AbsPower" && output != "DynPower") throw ModelError(fmt::format("{}: output_type \"{}\"", origin, output));
         dynamic_ = output == "DynPower";
-        const std::string model_file = meta.value("model_file", std::string());
+        const std::string model_file = optional_text(meta, "model_file", origin + ":metadata.json");
         const json zones = parse_json_object(entry(entries, model_file, origin), origin + ":" + model_file);
         for (const auto& [zone, body] : zones.items()) load_zone(entries, zone, body, threads, origin);
         if (zones_.empty()) throw ModelError(fmt::format("{}: no zone models", origin));
@@ -73,13 +83,16 @@ private:
                    const std::string& origin) {
         const std::optional<ZoneKind> kind = zone_kind_from_name(zone);
         if (!kind || !body.is_object()) throw ModelError(fmt::format("{}: unknown zone \"{}\"", origin, zone));
+        if (std::find(zones_.begin(), zones_.end(), *kind) != zones_.end()) {
+            throw ModelError(fmt::format("{}: zone {} has two boosters (psys and platform are one zone)", origin, zone_name(*kind)));
+        }
         if (string_list(body, "features", origin) != features_) throw ModelError(fmt::format("{}: zone {} lists other features", origin, zone));
         if (auto fe = body.find("fe_files"); fe != body.end() && fe->is_array()) {
             for (const json& f : *fe) {
                 if (f != "scaler.pkl") throw ModelError(fmt::format("{}: feature engineering file {} is not supported", origin, f.dump()));
             }
         }
-        const std::string file = body.value("model_file", std::string());
+        const std::string file = optional_text(body, "model_file", origin + ": zone " + zone);
         boosters_.push_back(std::make_unique<XgboostBooster>(entry(entries, file, origin), origin + ":" + file, threads, features_.size()));
         zones_.push_back(*kind);
     }

@@ -237,6 +237,53 @@ TEST(KeplerZip, BadArchivesAreRefused) {
     }
 }
 
+// Found while fuzzing Kepler's model files (fuzz_kepler_zip, fuzz_kepler_weights): a name field of the
+// wrong JSON type let nlohmann's type_error escape instead of ModelError; a "psys" zone (read as platform)
+// had its weights looked up under "platform" (nlohmann's out_of_range escaped); psys beside platform gave
+// two outputs for one zone.
+TEST(KeplerZip, NonStringNamesAndTwoPlatformZonesAreRefused) {
+    ScratchDir tmp;
+    std::string log;
+    const std::string script = R"(import json, sys, zipfile
+d, src = sys.argv[1], zipfile.ZipFile(sys.argv[2])
+files = {n: src.read(n) for n in src.namelist()}
+meta = json.loads(files['metadata.json'])
+zones = json.loads(files[meta['model_file']])
+def write(name, changes):
+    with zipfile.ZipFile(d + '/' + name, 'w') as z:
+        for n, b in dict(files, **changes).items(): z.writestr(n, b)
+write('output_type.zip', {'metadata.json': json.dumps(dict(meta, output_type=1))})
+write('model_file.zip', {'metadata.json': json.dumps(dict(meta, model_file=['x']))})
+write('zone_file.zip', {meta['model_file']: json.dumps({'package': dict(zones['package'], model_file=5)})})
+write('two_platforms.zip', {meta['model_file']: json.dumps({'platform': zones['package'], 'psys': zones['package']})})
+)";
+    ASSERT_EQ(run_command({"/usr/bin/python3", "-c", script, tmp.path.string(), (kDb / "rapl-sysfs/AbsPower/BPFIRQ/XgboostFitTrainer_0.zip").string()}, log), 0) << log;
+    const std::pair<const char*, const char*> cases[] = {{"output_type.zip", "\"output_type\" is not a string"},
+                                                         {"model_file.zip", "\"model_file\" is not a string"},
+                                                         {"zone_file.zip", "\"model_file\" is not a string"},
+                                                         {"two_platforms.zip", "zone platform has two boosters"}};
+    for (const auto& [name, reason] : cases) {
+        try {
+            (void)load_kepler_model(tmp.path / name, 1);
+            ADD_FAILURE() << name << " accepted";
+        } catch (const ModelError& e) {
+            EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << name << ": " << e.what();
+        }
+    }
+
+    const std::string zone = R"({"All_Weights": {"Bias_Weight": 10.0, "Categorical_Variables": {},
+        "Numerical_Variables": {"bpf_cpu_time_ms": {"scale": 2.0, "weight": 4.0}}}})";
+    const auto psys = parse_kepler_weights(R"({"psys": )" + zone + "}", false, "psys.json");
+    ASSERT_EQ(psys->zones(), std::vector<ZoneKind>{ZoneKind::platform});
+    EXPECT_DOUBLE_EQ(psys->predict({6.0}).at(0), 10.0 + 4.0 * 6.0 / 2.0);
+    try {
+        (void)parse_kepler_weights(R"({"platform": )" + zone + R"(, "psys": )" + zone + "}", false, "both.json");
+        ADD_FAILURE() << "psys and platform weights accepted";
+    } catch (const ModelError& e) {
+        EXPECT_NE(std::string(e.what()).find("zone platform has two sets of weights"), std::string::npos) << e.what();
+    }
+}
+
 namespace {
 
 /// A fake host tree: /proc/cpuinfo with `cpus` logical CPUs over `chips` packages, MemTotal, max freq.
