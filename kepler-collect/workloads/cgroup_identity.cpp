@@ -35,6 +35,10 @@ enum ScopeHome : unsigned {
     kInSystemSlice = 1u << 1,   // /system.slice (docker and nerdctl with the systemd driver)
     kInMachineSlice = 1u << 2,  // /machine.slice and its pod slices, /libpod_parent (podman, rootful)
     kRootless = 1u << 3,        // anywhere below user@<uid>.service (podman, docker, nerdctl, rootless)
+    // Places the admin chooses, where the path cannot tell root's runtime from a user's delegated subtree
+    // and the cgroup directory's owner decides (owner_decides):
+    kInService = 1u << 4,      // a child of a system service: podman --cgroups=split (quadlet's default)
+    kInCustomSlice = 1u << 5,  // a slice of the admin's own: docker/podman/nerdctl --cgroup-parent=X.slice
 };
 
 struct ScopePrefix {
@@ -48,10 +52,12 @@ constexpr ScopePrefix kScopes[] = {
     {"cri-containerd-", KEPLERSHM_RUNTIME_CONTAINERD, false, kInPod},
     {"crio-conmon-", KEPLERSHM_RUNTIME_CRIO, true, kInPod},
     {"crio-", KEPLERSHM_RUNTIME_CRIO, false, kInPod},
-    {"docker-", KEPLERSHM_RUNTIME_DOCKER, false, kInPod | kInSystemSlice | kRootless},
-    {"libpod-conmon-", KEPLERSHM_RUNTIME_PODMAN, true, kInMachineSlice | kRootless},
-    {"libpod-", KEPLERSHM_RUNTIME_PODMAN, false, kInMachineSlice | kRootless},
-    {"nerdctl-", KEPLERSHM_RUNTIME_CONTAINERD, false, kInSystemSlice | kRootless},
+    {"docker-", KEPLERSHM_RUNTIME_DOCKER, false, kInPod | kInSystemSlice | kRootless | kInService | kInCustomSlice},
+    {"libpod-conmon-", KEPLERSHM_RUNTIME_PODMAN, true, kInMachineSlice | kRootless | kInCustomSlice},
+    // podman --cgroups=split: the payload in a child of podman's own cgroup (conmon moves to "runtime").
+    {"libpod-payload-", KEPLERSHM_RUNTIME_PODMAN, false, kRootless | kInService},
+    {"libpod-", KEPLERSHM_RUNTIME_PODMAN, false, kInMachineSlice | kRootless | kInService | kInCustomSlice},
+    {"nerdctl-", KEPLERSHM_RUNTIME_CONTAINERD, false, kInSystemSlice | kRootless | kInService | kInCustomSlice},
 };
 
 /// "machine-qemu-1-ubuntu.scope" (after unescaping) or "qemu-1-ubuntu.libvirt-qemu" → "ubuntu" and
@@ -120,11 +126,18 @@ namespace {
 /// admits the children its owner creates there; anything else leads `elsewhere`, below which nothing
 /// names a workload: there cgroups are named by whoever they are delegated to (a service with
 /// Delegate=yes, a container with a writable cgroupfs), not by a runtime. A container's own subtree is
-/// such a place too, so the first container a path names is the one it belongs to.
+/// such a place too, so the first container a path names is the one it belongs to. The places an admin
+/// picks for a runtime (a service's own children, a slice or directory of the admin's) admit its names
+/// only on the word of the cgroup's owner (WorkloadIdentity::owner_decides): a delegated user could
+/// have made them, but cannot make a directory owned by root.
 enum class Place {
     root,            // the hierarchy's root
     unanchored,      // after leading "..": a child of an ancestor of the reader's own cgroup
-    top_slice,       // another slice at the root: kubelet --cgroup-root=/X puts X-kubepods.slice in X.slice
+    top_slice,       // another slice at the root: kubelet --cgroup-root=/X puts X-kubepods.slice in X.slice;
+                     // an admin's --cgroup-parent=X.slice puts containers there (owner decides)
+    sub_slice,       // a slice in a top slice or system-X.slice in /system.slice: --cgroup-parent, services
+    service,         // a system service (in /system.slice or a slice above): podman's split payload (owner decides)
+    custom_dir,      // another directory at the root: docker's cgroupfs --cgroup-parent=/X (owner decides)
     system_slice,    // /system.slice: docker's and nerdctl's scopes
     machine_slice,   // /machine.slice and its slices (podman pods, libvirt partitions): podman, libvirt VMs
     machine_dir,     // /machine: libvirt's cgroupfs layout
@@ -145,6 +158,7 @@ struct Walk {
     Place place = Place::root;
     std::string parent;  // the previous component, unescaped; empty for the first one of an unanchored path
     std::string uid;     // decimal, in user_uid_slice and user_manager
+    bool owner_decides = false;  // the component just stepped into was claimed on its owner's word
 };
 
 /// "<prefix><id>[.scope]" of a runtime that puts its cgroups in `home`: the container it names (or its
@@ -169,6 +183,31 @@ bool claim_bare_id(std::string_view c, uint32_t runtime, WorkloadIdentity& id) {
     id.runtime = runtime;
     id.runtime_helper = false;
     return true;
+}
+
+/// A claim in a place of the admin's choosing (a service, a custom slice or directory): who made the
+/// cgroup there, root's runtime or a user the subtree is delegated to, only its directory's owner tells.
+bool claim_on_owners_word(Walk& walk, bool claimed) {
+    walk.owner_decides = claimed;
+    return claimed;
+}
+
+/// A child of a slice that systemd would name: "<parent stem>-<more>.slice" (systemd names a slice
+/// after the slice it is in).
+bool extends_slice(std::string_view parent, std::string_view c) {
+    const std::string_view stem = strip(parent, ".slice");
+    const std::string_view name = strip(c, ".slice");
+    return ends_with(c, ".slice") && name.size() > stem.size() + 1 && starts_with(name, stem) && name[stem.size()] == '-';
+}
+
+bool is_service(std::string_view c) { return ends_with(c, ".service") && c.size() > 8; }
+
+/// A child of a slice of the admin's (or of /system.slice's own slices): a container put there with
+/// --cgroup-parent, a nested slice, or a service.
+Place enter_custom_slice(Walk& walk, std::string_view c, WorkloadIdentity& id) {
+    if (claim_on_owners_word(walk, claim_scope(c, kInCustomSlice, id))) return Place::elsewhere;
+    if (extends_slice(walk.parent, c)) return Place::sub_slice;
+    return is_service(c) ? Place::service : Place::elsewhere;
 }
 
 /// The digits of "<prefix><uid><suffix>" (user-1000.slice, user@1000.service); empty when `c` is not one.
@@ -248,7 +287,9 @@ Place enter_from_root(std::string_view c) {
     if (c == "docker") return Place::docker_dir;
     if (c == "libpod_parent") return Place::libpod_parent;
     if (c == "user.slice") return Place::user_slice;
-    return ends_with(c, ".slice") ? Place::top_slice : Place::elsewhere;
+    if (ends_with(c, ".slice")) return Place::top_slice;
+    // systemd puts only slices and init.scope at the root: any other directory is an admin's (cgroupfs).
+    return ends_with(c, ".scope") || ends_with(c, ".service") ? Place::elsewhere : Place::custom_dir;
 }
 
 /// The first component after leading "..". The kernel writes those for a cgroup outside the reader's
@@ -259,7 +300,7 @@ Place enter_from_root(std::string_view c) {
 Place enter_unanchored(Walk& walk, std::string_view c, WorkloadIdentity& id) {
     if (c == "kubepods") return Place::kube_dir;
     if (c.find("kubepods") != std::string_view::npos) return enter_kube_slice({}, c, id);
-    if (const Place p = enter_from_root(c); p != Place::elsewhere && p != Place::top_slice) return p;
+    if (const Place p = enter_from_root(c); p != Place::elsewhere && p != Place::top_slice && p != Place::custom_dir) return p;
     if (claim_scope(c, kInPod | kInSystemSlice | kInMachineSlice, id) || claim_bare_id(c, KEPLERSHM_RUNTIME_UNKNOWN, id) ||
         parse_libvirt_machine(c, id)) {
         return Place::elsewhere;
@@ -292,8 +333,17 @@ Place step(Walk& walk, std::string_view c, WorkloadIdentity& id) {
         case Place::root: return enter_from_root(c);
         case Place::unanchored: return enter_unanchored(walk, c, id);
         case Place::top_slice:
-            return strip(c, ".slice") == std::string(strip(walk.parent, ".slice")) + "-kubepods" ? Place::kube_slice : Place::elsewhere;
-        case Place::system_slice: claim_scope(c, kInSystemSlice, id); return Place::elsewhere;
+            if (strip(c, ".slice") == std::string(strip(walk.parent, ".slice")) + "-kubepods") return Place::kube_slice;
+            return enter_custom_slice(walk, c, id);
+        case Place::sub_slice: return enter_custom_slice(walk, c, id);
+        case Place::service: claim_on_owners_word(walk, claim_scope(c, kInService, id)); return Place::elsewhere;
+        case Place::custom_dir:
+            claim_on_owners_word(walk, claim_bare_id(c, KEPLERSHM_RUNTIME_UNKNOWN, id));
+            return Place::elsewhere;
+        case Place::system_slice:
+            if (claim_scope(c, kInSystemSlice, id)) return Place::elsewhere;
+            if (extends_slice("system.slice", c)) return Place::sub_slice;  // template units' system-X.slice
+            return is_service(c) ? Place::service : Place::elsewhere;
         case Place::machine_slice:
             if (claim_scope(c, kInMachineSlice, id) || parse_libvirt_machine(c, id)) return Place::elsewhere;
             return starts_with(c, "machine-") && ends_with(c, ".slice") ? Place::machine_slice : Place::elsewhere;
@@ -345,8 +395,20 @@ WorkloadIdentity identify_cgroup_path(std::string_view path) {
         std::string c = systemd_unescape(components[i]);
         walk.place = step(walk, c, id);
         walk.parent = std::move(c);
+        if (walk.owner_decides) {  // the container's own directory, as the path spells it
+            id.owner_decides = std::string(path.substr(0, static_cast<size_t>(components[i].data() - path.data()) + components[i].size()));
+            walk.owner_decides = false;
+        }
     }
     settle_kind(id);
+    return id;
+}
+
+WorkloadIdentity decide_by_owner(WorkloadIdentity id, std::optional<uint32_t> owner_uid) {
+    if (id.owner_decides.empty()) return id;
+    if (!owner_uid) return WorkloadIdentity{};
+    if (*owner_uid != 0) id.rootless_uid = *owner_uid;
+    id.owner_decides.clear();
     return id;
 }
 

@@ -41,18 +41,32 @@ struct WorkloadIdentity {
     bool runtime_helper = false;                   // conmon: belongs to the pod/container, runs no workload
     /// Set for a container found below user@<uid>.service: a rootless runtime's, named by that user (who
     /// can name a cgroup there anything), so published as owned_container_id(), never as a system one.
+    /// Also set by decide_by_owner() for a container whose cgroup directory a user owns.
     std::optional<uint32_t> rootless_uid;
+    /// Set where the path alone cannot tell who named the container: a runtime's name in a place the admin
+    /// chooses (a child of a system service, a slice of the admin's, a directory at the root), which a
+    /// user with a delegated subtree there could also have made. It is the container's cgroup (a prefix
+    /// of the path identified), whose directory's owner decides; until decide_by_owner() has heard it,
+    /// the identity must not be published.
+    std::string owner_decides;
 };
 
 /// Identifies one cgroup path (either hierarchy). Kubernetes with the systemd or cgroupfs driver, every
 /// QoS class; docker, containerd (cri and nerdctl), cri-o, podman (rootful and rootless); libvirt
 /// machine.slice scopes (systemd \xNN escapes decoded) and the libvirt cgroupfs layout.
 /// A name is believed only where its runtime puts it (a docker scope directly in /system.slice, a
-/// pod's slice in kubelet's hierarchy from the root, ...): below a delegated service, a user's
-/// manager or a container, cgroups are named by whoever they are delegated to. A path with "." or ".."
+/// pod's slice in kubelet's hierarchy from the root, ...): below a user's manager or a container,
+/// cgroups are named by whoever they are delegated to. In the places an admin chooses (a runtime's
+/// name as a child of a system service, in a slice of the admin's, a bare id in a directory at the
+/// root) the claim is conditional: owner_decides names the cgroup whose owner decides. A path with "." or ".."
 /// after its first ordinary component is no path the kernel writes and names nothing; leading ".."
 /// (a cgroup namespace's view of cgroups outside it) start below an ancestor of the reader's cgroup.
 [[nodiscard]] WorkloadIdentity identify_cgroup_path(std::string_view path);
+
+/// A conditional identity (owner_decides) settled by the owner of that cgroup's directory: root's is the
+/// system's container, another uid's is that user's rootless container (rootless_uid), and an owner
+/// not known (the directory could not be read) names nothing. Other identities are returned as they are.
+[[nodiscard]] WorkloadIdentity decide_by_owner(WorkloadIdentity id, std::optional<uint32_t> owner_uid);
 
 /// The id a container is published and named by: its runtime's id for the system's runtimes,
 /// "uid<uid>-<id>" for a rootless one, which no hex id of a system container (or another user's) can equal.

@@ -1,5 +1,6 @@
 #include "workloads/workload_resolver.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -46,6 +47,7 @@ CgroupMounts parse_cgroup_mounts(std::string_view mountinfo) {
         const std::vector<std::string_view> right = split_fields(line.substr(dash + 3));
         if (left.size() < 5 || right.size() < 3) continue;
         const std::string mount_point = unescape_octal(left[4]);
+        if ((right[0] == "cgroup2" || right[0] == "cgroup") && left[3] != "/") mounts.subtree.insert(mount_point);
         if (right[0] == "cgroup2") {
             if (mounts.unified.empty()) mounts.unified = mount_point;
         } else if (right[0] == "cgroup") {
@@ -140,6 +142,7 @@ std::shared_ptr<const CgroupWorkload> WorkloadResolver::read_workload(const Proc
     if (!cgroup.ok()) return nullptr;
     const std::vector<CgroupLine> lines = parse_proc_cgroup(cgroup.text);
     ChosenCgroup chosen = choose_cgroup(lines);
+    if (!chosen.identity.owner_decides.empty()) chosen.identity = decide_by_owner(std::move(chosen.identity), cgroup_owner(chosen));
 
     auto w = std::make_shared<CgroupWorkload>();
     w->cgroup_id = cgroup_inode(lines, chosen);
@@ -162,6 +165,30 @@ std::shared_ptr<const CgroupWorkload> WorkloadResolver::read_workload(const Proc
         }
     }
     return w;
+}
+
+std::optional<uint32_t> WorkloadResolver::cgroup_owner(const ChosenCgroup& chosen) const {
+    const std::string& cgroup = chosen.identity.owner_decides;
+    // "/../.." paths (a cgroup outside the collector's cgroup namespace) lie outside its cgroupfs mount:
+    // joined to the mount point they would name some other file. Unknown, so the claim names nothing.
+    const std::vector<std::string_view> components = split_fields(cgroup, "/");
+    if (cgroup.empty() || cgroup[0] != '/' ||
+        std::any_of(components.begin(), components.end(), [](std::string_view c) { return c == "." || c == ".."; })) {
+        return std::nullopt;
+    }
+    std::string mount = chosen.controllers.empty() ? mounts_.unified : std::string();
+    for (std::string_view controller : split_fields(chosen.controllers, ",")) {  // the hierarchy it was read from
+        if (const auto m = mounts_.by_controller.find(std::string(controller)); m != mounts_.by_controller.end()) {
+            mount = m->second;
+            break;
+        }
+    }
+    if (mount.empty() || mounts_.subtree.count(mount) != 0) return std::nullopt;
+    // Not following a last symbolic link: cgroupfs has none, and another file's owner says nothing. A
+    // process gone, or a cgroup this mount does not show, leaves the owner unknown (names nothing).
+    struct stat st {};
+    if (::fstatat(AT_FDCWD, (mount + cgroup).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
+    return static_cast<uint32_t>(st.st_uid);
 }
 
 uint64_t WorkloadResolver::cgroup_inode(const std::vector<CgroupLine>& lines, const ChosenCgroup& chosen) const {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "sources/process_source.hpp"
@@ -27,6 +28,9 @@ struct CgroupWorkload {
 struct CgroupMounts {
     std::string unified;                                  // cgroup2 mount point, "" if none
     std::unordered_map<std::string, std::string> by_controller;  // "cpu" → "/sys/fs/cgroup/cpu,cpuacct"
+    /// Mount points that show a subtree of their hierarchy (mountinfo's root is not "/"), where the mount
+    /// point joined with a cgroup path is not that cgroup's directory.
+    std::unordered_set<std::string> subtree;
 };
 /// Parses mountinfo text (mount points with \040-style escapes decoded).
 [[nodiscard]] CgroupMounts parse_cgroup_mounts(std::string_view mountinfo);
@@ -39,7 +43,9 @@ struct CgroupMounts {
 /// most once per `refresh_samples` samples; after a restart the conmons may be idle for hours). docker
 /// containers are named from `docker_data_root`/containers/<id>/config.v2.json, read once per container.
 /// A rootless container (below user@<uid>.service) is published as owned_container_id(), "uid<uid>-<id>",
-/// and named only by that user's conmons, never from the system dockerd's files.
+/// and named only by that user's conmons, never from the system dockerd's files. Where only a cgroup's
+/// owner tells whose container it is (WorkloadIdentity::owner_decides: podman's payload in a service,
+/// a --cgroup-parent of the admin's), the resolver asks the cgroup directory's owner (cgroup_owner).
 /// Not thread-safe.
 class WorkloadResolver {
 public:
@@ -61,6 +67,9 @@ private:
     /// name was learned.
     void update_names();
     uint64_t cgroup_inode(const std::vector<CgroupLine>& lines, const ChosenCgroup& chosen) const;
+    /// The owner of the directory of `chosen.identity.owner_decides` in the hierarchy `chosen` was read
+    /// from; nothing when it cannot be read.
+    std::optional<uint32_t> cgroup_owner(const ChosenCgroup& chosen) const;
 
     struct Cached {
         std::shared_ptr<const CgroupWorkload> workload;

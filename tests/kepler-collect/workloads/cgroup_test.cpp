@@ -1,9 +1,14 @@
 // Workload identity from cgroup paths captured on real nodes of each runtime and QoS class
 // (fixtures/cgroup_paths.tsv), whole /proc/<pid>/cgroup files of v1, v2 and hybrid hosts, qemu
 // command lines and mountinfo.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
 
 #include "common/text_io.hpp"
 #include "test_support.hpp"
@@ -89,11 +94,15 @@ const std::string kPodUid = "0d9b6c4e-27a2-4b57-8bb9-4f1c9e2b9a10";
 const std::string kPodSlice = "kubepods-besteffort-pod0d9b6c4e_27a2_4b57_8bb9_4f1c9e2b9a10.slice";
 const std::string kUserManager = "/user.slice/user-1000.slice/user@1000.service";
 
-bool names_nothing(const std::string& path) {
-    const WorkloadIdentity id = identify_cgroup_path(path);
+bool names_nothing_identity(const WorkloadIdentity& id) {
     return id.kind == KEPLERSHM_WORKLOAD_SYSTEM && id.container_id.empty() && id.pod_uid.empty() && !id.rootless_uid &&
-           !id.runtime_helper;
+           !id.runtime_helper && id.owner_decides.empty();
 }
+
+bool names_nothing(const std::string& path) { return names_nothing_identity(identify_cgroup_path(path)); }
+
+/// The cgroup whose owner decides the claim `path` makes ("" when the path decides alone).
+std::string owner_decides(const std::string& path) { return identify_cgroup_path(path).owner_decides; }
 
 TEST(CgroupIdentity, AUsersDelegatedScopeIsItsOwnRootlessContainerNeverASystemOne) {
     // Everything below user@<uid>.service is the user's to name (systemd delegates it).
@@ -123,8 +132,9 @@ TEST(CgroupIdentity, AUsersDelegatedScopeIsItsOwnRootlessContainerNeverASystemOn
 }
 
 TEST(CgroupIdentity, RuntimeNamesCountOnlyWhereTheirRuntimePutsThem) {
-    // A system service with Delegate=yes (and User=) names its own subtree, as a user does.
-    EXPECT_TRUE(names_nothing("/system.slice/foo.service/docker-" + kId + ".scope"));
+    // A system service with Delegate=yes (and User=) names its own subtree, as a user does: a runtime's
+    // name there is believed on its owner's word only (root's runtime, or the user's rootless one).
+    EXPECT_EQ(owner_decides("/system.slice/foo.service/docker-" + kId + ".scope"), "/system.slice/foo.service/docker-" + kId + ".scope");
     EXPECT_TRUE(names_nothing("/system.slice/foo.service/kubepods.slice/" + kPodSlice));
     EXPECT_TRUE(names_nothing("/system.slice/cri-containerd-" + kId + ".scope")) << "CRI scopes live in pods";
     EXPECT_TRUE(names_nothing("/machine.slice/docker-" + kId + ".scope"));
@@ -184,7 +194,97 @@ TEST(CgroupIdentity, ACgroupNamespacesRelativePathIsReadFromItsFirstComponent) {
     EXPECT_EQ(identify_cgroup_path("/../../libpod-" + kId + ".scope").runtime, static_cast<uint32_t>(KEPLERSHM_RUNTIME_PODMAN));
     EXPECT_EQ(identify_cgroup_path("/../.." + kUserManager + "/app.slice/docker-" + kId + ".scope").rootless_uid,
               std::optional<uint32_t>(1000));
-    EXPECT_TRUE(names_nothing("/../../system.slice/foo.service/docker-" + kId + ".scope"));
+    // Conditional as on the host; the resolver cannot see the owner of a cgroup outside its namespace.
+    EXPECT_EQ(owner_decides("/../../system.slice/foo.service/docker-" + kId + ".scope"),
+              "/../../system.slice/foo.service/docker-" + kId + ".scope");
+}
+
+/// What a conditional claim says: its runtime, id and the cgroup whose owner decides.
+void expect_conditional(const std::string& path, uint32_t runtime, const std::string& id, const std::string& owner_cgroup) {
+    SCOPED_TRACE(path);
+    const WorkloadIdentity claim = identify_cgroup_path(path);
+    EXPECT_EQ(claim.kind, static_cast<uint32_t>(KEPLERSHM_WORKLOAD_CONTAINER));
+    EXPECT_EQ(claim.runtime, runtime);
+    EXPECT_EQ(claim.container_id, id);
+    EXPECT_FALSE(claim.rootless_uid.has_value());
+    EXPECT_EQ(claim.owner_decides, owner_cgroup);
+}
+
+TEST(CgroupIdentity, PodmanUnderSystemdIsTheServicesChildOnItsOwnersWord) {
+    // quadlet (podman --cgroups=split in the unit): podman's source joins its own cgroup and
+    // "libpod-payload-<id>" for the container; conmon moves to the "runtime" child.
+    const std::string payload = "/system.slice/myapp.service/libpod-payload-" + kId;
+    expect_conditional(payload, KEPLERSHM_RUNTIME_PODMAN, kId, payload);
+    {
+        SCOPED_TRACE("the container's own cgroup decides, not the process's");
+        expect_conditional(payload + "/init.scope", KEPLERSHM_RUNTIME_PODMAN, kId, payload);
+    }
+    EXPECT_TRUE(names_nothing("/system.slice/myapp.service/runtime"));
+    EXPECT_TRUE(names_nothing("/system.slice/myapp.service"));
+    // A template unit's instance (system-<name>.slice) and a unit with Slice= of the admin's.
+    const std::string instance = "/system.slice/system-app.slice/app@1.service/libpod-payload-" + kId;
+    expect_conditional(instance, KEPLERSHM_RUNTIME_PODMAN, kId, instance);
+    const std::string sliced = "/apps.slice/apps-web.slice/web.service/libpod-payload-" + kId;
+    expect_conditional(sliced, KEPLERSHM_RUNTIME_PODMAN, kId, sliced);
+    // Rootless quadlet: in the user's manager the path decides, as for any rootless container.
+    const WorkloadIdentity rootless = identify_cgroup_path(kUserManager + "/app.slice/myapp.service/libpod-payload-" + kId);
+    EXPECT_EQ(rootless.runtime, static_cast<uint32_t>(KEPLERSHM_RUNTIME_PODMAN));
+    EXPECT_EQ(rootless.container_id, kId);
+    EXPECT_EQ(rootless.rootless_uid, std::optional<uint32_t>(1000));
+    EXPECT_TRUE(rootless.owner_decides.empty());
+    // Only the service's own children, and only the runtimes that run there.
+    EXPECT_TRUE(names_nothing("/system.slice/myapp.service/supervisor/libpod-payload-" + kId));
+    EXPECT_TRUE(names_nothing("/system.slice/myapp.service/cri-containerd-" + kId + ".scope"));
+    EXPECT_TRUE(names_nothing("/system.slice/myapp.service/" + kId)) << "a bare id";
+    EXPECT_TRUE(names_nothing("/system.slice/libpod-payload-" + kId)) << "payloads live in podman's own cgroup";
+    EXPECT_TRUE(names_nothing("/system.slice/other.slice/myapp.service/libpod-payload-" + kId)) << "not system-*.slice";
+    EXPECT_TRUE(names_nothing("/user.slice/myapp.service/libpod-payload-" + kId));
+    // The first container wins: a runtime's name inside the payload is the payload's.
+    expect_conditional(payload + "/docker-" + kOtherId + ".scope", KEPLERSHM_RUNTIME_PODMAN, kId, payload);
+}
+
+TEST(CgroupIdentity, ACgroupParentOfTheAdminsIsBelievedOnItsOwnersWord) {
+    // docker/podman/nerdctl --cgroup-parent=foo.slice (systemd driver), and a nested foo-bar.slice.
+    const std::string docker = "/foo.slice/docker-" + kId + ".scope";
+    expect_conditional(docker, KEPLERSHM_RUNTIME_DOCKER, kId, docker);
+    const std::string nested = "/foo.slice/foo-bar.slice/docker-" + kId + ".scope";
+    expect_conditional(nested + "/sub", KEPLERSHM_RUNTIME_DOCKER, kId, nested);
+    expect_conditional("/foo.slice/libpod-" + kId + ".scope", KEPLERSHM_RUNTIME_PODMAN, kId, "/foo.slice/libpod-" + kId + ".scope");
+    expect_conditional("/foo.slice/nerdctl-" + kId + ".scope", KEPLERSHM_RUNTIME_CONTAINERD, kId, "/foo.slice/nerdctl-" + kId + ".scope");
+    const WorkloadIdentity conmon = identify_cgroup_path("/foo.slice/libpod-conmon-" + kId + ".scope");
+    EXPECT_TRUE(conmon.runtime_helper);
+    EXPECT_EQ(conmon.owner_decides, "/foo.slice/libpod-conmon-" + kId + ".scope");
+    // systemd's escapes are decoded to recognise the slice; the directory keeps its name as written.
+    const std::string escaped = "/foo.slice/foo\\x2dbar.slice/docker-" + kId + ".scope";
+    expect_conditional(escaped, KEPLERSHM_RUNTIME_DOCKER, kId, escaped);
+    // docker's cgroupfs driver, --cgroup-parent=/mygroup: a bare id (no runtime in the name).
+    expect_conditional("/mygroup/" + kId, KEPLERSHM_RUNTIME_UNKNOWN, kId, "/mygroup/" + kId);
+    EXPECT_TRUE(names_nothing("/mygroup/sub/" + kId)) << "one directory deep, as docker makes it";
+    EXPECT_TRUE(names_nothing("/init.scope/" + kId));
+    EXPECT_TRUE(names_nothing("/mygroup/docker-" + kId + ".scope"));
+    // What the path decided before stays decided by the path.
+    EXPECT_TRUE(names_nothing("/foo.slice/bar.slice/docker-" + kId + ".scope")) << "systemd names no such slice";
+    EXPECT_TRUE(names_nothing("/foo.slice/cri-containerd-" + kId + ".scope"));
+    EXPECT_TRUE(identify_cgroup_path("/system.slice/docker-" + kId + ".scope").owner_decides.empty());
+    EXPECT_TRUE(identify_cgroup_path("/docker/" + kId).owner_decides.empty());
+    const WorkloadIdentity kubelet = identify_cgroup_path("/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/"
+                                                          "kubelet-kubepods-besteffort-pod0d9b6c4e_27a2_4b57_8bb9_4f1c9e2b9a10.slice");
+    EXPECT_EQ(kubelet.pod_uid, kPodUid);
+    EXPECT_TRUE(kubelet.owner_decides.empty());
+}
+
+TEST(CgroupIdentity, TheOwnerDecidesAConditionalClaim) {
+    const WorkloadIdentity claim = identify_cgroup_path("/system.slice/foo.service/docker-" + kId + ".scope");
+    const WorkloadIdentity root = decide_by_owner(claim, 0);
+    EXPECT_EQ(root.kind, static_cast<uint32_t>(KEPLERSHM_WORKLOAD_CONTAINER));
+    EXPECT_EQ(owned_container_id(root.container_id, root.rootless_uid), kId) << "root's runtime: the system's container";
+    EXPECT_TRUE(root.owner_decides.empty());
+    const WorkloadIdentity user = decide_by_owner(claim, 1000);
+    EXPECT_EQ(user.rootless_uid, std::optional<uint32_t>(1000));
+    EXPECT_EQ(owned_container_id(user.container_id, user.rootless_uid), "uid1000-" + kId) << "never the system's";
+    EXPECT_TRUE(names_nothing_identity(decide_by_owner(claim, std::nullopt))) << "an owner not known names nothing";
+    const WorkloadIdentity system = identify_cgroup_path("/system.slice/docker-" + kId + ".scope");
+    EXPECT_FALSE(decide_by_owner(system, 1000).rootless_uid.has_value()) << "the path decided: no owner is asked";
 }
 
 TEST(ProcCgroup, HybridHostWithDockerPrefersTheV1PathThatNamesTheContainer) {
@@ -267,6 +367,154 @@ TEST(WorkloadResolver, AProcessGoneFromProcGetsTheWorkloadOfItsCgroupId) {
     gone.key.start_ticks = 3;
     gone.cgroup_id = 778;
     EXPECT_EQ(resolver.resolve(gone), nullptr) << "an unknown cgroup stays unknown";
+}
+
+/// A fake host for the resolver: /proc (with the collector's mountinfo) and a cgroupfs in temp
+/// directories. Owners are set with chown, which needs root.
+class FakeHost {
+public:
+    /// `mountinfo` lines, with "@" standing for the cgroupfs directory.
+    explicit FakeHost(const std::string& mountinfo = "36 25 0:30 / @ rw,nosuid shared:9 - cgroup2 cgroup2 rw,nsdelegate\n") {
+        std::string text = mountinfo;
+        for (size_t at = text.find('@'); at != std::string::npos; at = text.find('@', at)) text.replace(at, 1, cgroupfs.path().string());
+        proc.write("self/mountinfo", text);
+    }
+    /// A cgroup directory below the cgroupfs (parents as they are or root's), owned by `uid`.
+    void cgroup(const std::string& path, uid_t uid) const {
+        const std::filesystem::path dir = cgroupfs.path().string() + path;
+        std::filesystem::create_directories(dir);
+        EXPECT_EQ(::chown(dir.c_str(), uid, uid), 0) << dir;
+    }
+    /// The workload the resolver finds for a new process whose /proc/<pid>/cgroup is `proc_cgroup`.
+    std::shared_ptr<const CgroupWorkload> resolve(const std::string& proc_cgroup) {
+        const uint32_t pid = next_pid_++;
+        proc.write(std::to_string(pid) + "/cgroup", proc_cgroup);
+        if (!resolver_) resolver_ = std::make_unique<WorkloadResolver>(proc.path().string(), 30, proc.path().string() + "/no-docker");
+        ProcessActivity p;
+        p.key = ProcessKey{pid, 1};
+        p.set_comm("payload");
+        return resolver_->resolve(p);
+    }
+    testing::TempDir proc;
+    testing::TempDir cgroupfs;
+
+private:
+    uint32_t next_pid_ = 100;
+    std::unique_ptr<WorkloadResolver> resolver_;
+};
+
+bool is_system(const std::shared_ptr<const CgroupWorkload>& w) {
+    return w != nullptr && w->identity.kind == KEPLERSHM_WORKLOAD_SYSTEM && w->identity.container_id.empty() &&
+           !w->identity.rootless_uid && w->identity.owner_decides.empty();
+}
+
+#define SKIP_UNLESS_ROOT() \
+    if (geteuid() != 0) GTEST_SKIP() << "a cgroup directory owned by root or by another user needs chown, which needs root"
+
+TEST(WorkloadResolver, QuadletPayloadsAreTheSystemsOrTheirUsersByTheirOwner) {
+    SKIP_UNLESS_ROOT();
+    FakeHost host;
+    const std::string payload = "/system.slice/myapp.service/libpod-payload-" + kId;
+    host.cgroup(payload, 0);
+    host.cgroup(payload + "/init", 1000);  // the container's own children do not decide
+    for (const std::string& path : {payload, payload + "/init"}) {
+        const auto w = host.resolve("0::" + path + "\n");
+        ASSERT_NE(w, nullptr);
+        EXPECT_EQ(w->path, path);
+        EXPECT_EQ(w->identity.kind, static_cast<uint32_t>(KEPLERSHM_WORKLOAD_CONTAINER));
+        EXPECT_EQ(w->identity.runtime, static_cast<uint32_t>(KEPLERSHM_RUNTIME_PODMAN));
+        EXPECT_EQ(w->identity.container_id, kId) << "root made it: the system's container";
+        EXPECT_FALSE(w->identity.rootless_uid.has_value());
+        EXPECT_TRUE(w->identity.owner_decides.empty());
+    }
+    // A service with Delegate=yes and User=1000 (rootless podman in a system unit): the user's.
+    const std::string users = "/system.slice/userapp.service/libpod-payload-" + kOtherId;
+    host.cgroup("/system.slice/userapp.service", 1000);
+    host.cgroup(users, 1000);
+    const auto rootless = host.resolve("0::" + users + "\n");
+    EXPECT_EQ(rootless->identity.container_id, "uid1000-" + kOtherId);
+    EXPECT_EQ(rootless->identity.rootless_uid, std::optional<uint32_t>(1000));
+    // Rootless quadlet in the user's manager: the path decides; no directory is needed.
+    const auto manager = host.resolve("0::" + kUserManager + "/app.slice/myapp.service/libpod-payload-" + kId + "\n");
+    EXPECT_EQ(manager->identity.container_id, "uid1000-" + kId);
+}
+
+TEST(WorkloadResolver, AUsersDockerScopeInADelegatedServiceIsItsRootlessContainerNeverTheSystems) {
+    SKIP_UNLESS_ROOT();
+    FakeHost host;
+    const std::string planted = "/system.slice/foo.service/docker-" + kId + ".scope";
+    host.cgroup("/system.slice/foo.service", 1000);
+    host.cgroup(planted, 1000);
+    const auto w = host.resolve("0::" + planted + "\n");
+    ASSERT_NE(w, nullptr);
+    EXPECT_EQ(w->identity.kind, static_cast<uint32_t>(KEPLERSHM_WORKLOAD_CONTAINER));
+    EXPECT_EQ(w->identity.runtime, static_cast<uint32_t>(KEPLERSHM_RUNTIME_DOCKER));
+    EXPECT_EQ(w->identity.container_id, "uid1000-" + kId);
+    EXPECT_EQ(w->identity.rootless_uid, std::optional<uint32_t>(1000));
+    // Root's docker in a delegated service of root's: the system's container.
+    host.cgroup("/system.slice/bar.service/docker-" + kOtherId + ".scope", 0);
+    EXPECT_EQ(host.resolve("0::/system.slice/bar.service/docker-" + kOtherId + ".scope\n")->identity.container_id, kOtherId);
+}
+
+TEST(WorkloadResolver, CgroupParentsOfTheAdminsAreTheSystemsContainersWhenRootMadeThem) {
+    SKIP_UNLESS_ROOT();
+    FakeHost host;
+    struct Case {
+        std::string path;
+        uint32_t runtime;
+    };
+    for (const Case& c : {Case{"/foo.slice/docker-" + kId + ".scope", KEPLERSHM_RUNTIME_DOCKER},
+                          Case{"/foo.slice/foo-bar.slice/docker-" + kId + ".scope", KEPLERSHM_RUNTIME_DOCKER},
+                          Case{"/foo.slice/libpod-" + kId + ".scope", KEPLERSHM_RUNTIME_PODMAN},
+                          Case{"/mygroup/" + kId, KEPLERSHM_RUNTIME_UNKNOWN}}) {
+        SCOPED_TRACE(c.path);
+        host.cgroup(c.path, 0);
+        const auto w = host.resolve("0::" + c.path + "\n");
+        ASSERT_NE(w, nullptr);
+        EXPECT_EQ(w->identity.kind, static_cast<uint32_t>(KEPLERSHM_WORKLOAD_CONTAINER));
+        EXPECT_EQ(w->identity.runtime, c.runtime);
+        EXPECT_EQ(w->identity.container_id, kId);
+        EXPECT_FALSE(w->identity.rootless_uid.has_value());
+    }
+}
+
+TEST(WorkloadResolver, AnOwnerThatCannotBeReadNamesNothing) {
+    SKIP_UNLESS_ROOT();
+    FakeHost host;
+    // No such directory: the process (and its cgroup) is gone, or this cgroupfs does not show it.
+    EXPECT_TRUE(is_system(host.resolve("0::/system.slice/myapp.service/libpod-payload-" + kId + "\n")));
+    // Not a directory, or a symbolic link to another one: its owner is no cgroup's.
+    host.cgroup("/system.slice/foo.service/docker-" + kId + ".scope", 0);
+    std::filesystem::create_directories(host.cgroupfs.path() / "system.slice/link.service");
+    std::filesystem::create_directory_symlink(host.cgroupfs.path() / ("system.slice/foo.service/docker-" + kId + ".scope"),
+                                              host.cgroupfs.path() / ("system.slice/link.service/docker-" + kId + ".scope"));
+    EXPECT_TRUE(is_system(host.resolve("0::/system.slice/link.service/docker-" + kId + ".scope\n")));
+    host.cgroup("/system.slice/file.service", 0);
+    std::ofstream(host.cgroupfs.path() / ("system.slice/file.service/docker-" + kId + ".scope")) << "";
+    EXPECT_TRUE(is_system(host.resolve("0::/system.slice/file.service/docker-" + kId + ".scope\n")));
+    // A cgroup namespace's view ("/.." up to a common ancestor): outside the collector's mount, where the
+    // mount point joined with it names another directory, here a root-owned one of the right name.
+    FakeHost ns("36 25 0:30 / @/inner rw - cgroup2 cgroup2 rw\n");
+    ns.cgroup("/inner", 0);
+    ns.cgroup("/system.slice/foo.service/docker-" + kId + ".scope", 0);
+    EXPECT_TRUE(is_system(ns.resolve("0::/../system.slice/foo.service/docker-" + kId + ".scope\n")));
+}
+
+TEST(WorkloadResolver, TheOwnerIsReadInTheHierarchyThePathCameFrom) {
+    SKIP_UNLESS_ROOT();
+    // A hybrid host: v2 at the root says nothing, v1 cpu names the container; only the v1 tree has it.
+    FakeHost host("35 25 0:29 / @/unified rw - cgroup2 cgroup2 rw\n"
+                  "36 25 0:30 / @/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n");
+    const std::string path = "/foo.slice/docker-" + kId + ".scope";
+    host.cgroup("/unified", 0);
+    host.cgroup("/cpu,cpuacct" + path, 0);
+    const auto w = host.resolve("4:cpu,cpuacct:" + path + "\n0::/\n");
+    ASSERT_NE(w, nullptr);
+    EXPECT_EQ(w->identity.container_id, kId);
+    // A mount of a subtree of its hierarchy (root "/docker/abc"): mount point + path is another cgroup.
+    FakeHost subtree("36 25 0:30 /docker/abc @ rw - cgroup2 cgroup2 rw\n");
+    subtree.cgroup(path, 0);
+    EXPECT_TRUE(is_system(subtree.resolve("0::" + path + "\n")));
 }
 
 }  // namespace
