@@ -10,7 +10,7 @@
 #include "common/log.hpp"
 #include "common/text_io.hpp"
 #include "keplershm.h"
-#include "workloads/http_client.hpp"
+#include "support/http/http_client.hpp"
 
 namespace kepler::collect {
 
@@ -96,7 +96,10 @@ KubeOptions in_cluster_options() {
 }
 
 PodIndex KubeMetadata::fetch(const KubeOptions& options) {
-    HttpRequest request;
+    using support::http_get;
+    using support::url_encode;
+    support::HttpRequest request;
+    request.max_bytes = 64u << 20;  // a page of 500 pods, or a kubelet's whole list, is well below this
     request.ca_file = options.ca_file;
     request.insecure_skip_verify = options.insecure_skip_verify;
     request.timeout_ms = options.timeout_ms;
@@ -105,7 +108,7 @@ PodIndex KubeMetadata::fetch(const KubeOptions& options) {
     PodIndex index;
     if (!options.kubelet_url.empty()) {
         request.url = options.kubelet_url + "/pods";
-        const HttpResponse r = http_get(request);
+        const support::HttpResponse r = http_get(request);
         if (r.status != 200) throw CollectError(fmt::format("kubelet {}: HTTP {}", request.url, r.status));
         parse_pod_list(r.body, index);
         return index;
@@ -116,7 +119,7 @@ PodIndex KubeMetadata::fetch(const KubeOptions& options) {
         request.url = fmt::format("{}/api/v1/pods?fieldSelector={}&limit=500{}", options.api_url,
                                   url_encode("spec.nodeName=" + options.node_name),
                                   token.empty() ? "" : "&continue=" + url_encode(token));
-        const HttpResponse r = http_get(request);
+        const support::HttpResponse r = http_get(request);
         if (r.status == 401 || r.status == 403) {
             throw CollectError(fmt::format("API server {}: HTTP {}: the service account needs get/list/watch on pods "
                                            "(see kepler-collect/README.md, RBAC)", request.url, r.status));

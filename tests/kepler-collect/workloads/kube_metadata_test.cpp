@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/text_io.hpp"
-#include "fake_http_server.hpp"
+#include "fakes/http_server.hpp"
 #include "keplershm.h"
 #include "test_support.hpp"
 #include "workloads/kube_metadata.hpp"
@@ -14,7 +14,7 @@
 namespace kepler::collect {
 namespace {
 
-using testing::FakeHttpServer;
+using kepler::testing::FakeHttpServer;
 using testing::fixture;
 
 constexpr const char* kNginx = "7f3c2d1e0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d";
@@ -71,7 +71,7 @@ TEST(ApiServer, PagesWithTokenAndFieldSelectorOverRealHttp) {
     const std::string page1 = fixture("apiserver_pods_page1.json");
     const std::string page2 = fixture("apiserver_pods_page2.json");
     FakeHttpServer server([&](const FakeHttpServer::Request& r) {
-        return FakeHttpServer::Response{200, r.target.find("continue=") == std::string::npos ? page1 : page2};
+        return FakeHttpServer::Response{200, r.target.find("continue=") == std::string::npos ? page1 : page2, {}};
     });
     testing::TempDir dir;
     dir.write("token", "sekret-token\n");
@@ -92,7 +92,7 @@ TEST(ApiServer, PagesWithTokenAndFieldSelectorOverRealHttp) {
 
 TEST(ApiServer, ForbiddenNamesTheRbacItNeeds) {
     const std::string body = fixture("apiserver_forbidden.json");
-    FakeHttpServer server([&](const FakeHttpServer::Request&) { return FakeHttpServer::Response{403, body}; });
+    FakeHttpServer server([&](const FakeHttpServer::Request&) { return FakeHttpServer::Response{403, body, {}}; });
     KubeOptions options;
     options.api_url = server.url();
     options.node_name = "node-a";
@@ -118,7 +118,7 @@ TEST(ApiServer, ResponseOfMegabytesIsReadWhole) {
     }
     const std::string body = list.dump();
     ASSERT_GT(body.size(), 1'000'000u);
-    FakeHttpServer server([&](const FakeHttpServer::Request&) { return FakeHttpServer::Response{200, body}; });
+    FakeHttpServer server([&](const FakeHttpServer::Request&) { return FakeHttpServer::Response{200, body, {}}; });
     KubeOptions options;
     options.api_url = server.url();
     options.node_name = "node-a";
@@ -129,7 +129,7 @@ TEST(ApiServer, ResponseOfMegabytesIsReadWhole) {
 
 TEST(Kubelet, PodsEndpoint) {
     const std::string body = fixture("kubelet_pods.json");
-    FakeHttpServer server([&](const FakeHttpServer::Request&) { return FakeHttpServer::Response{200, body}; });
+    FakeHttpServer server([&](const FakeHttpServer::Request&) { return FakeHttpServer::Response{200, body, {}}; });
     KubeOptions options;
     options.kubelet_url = server.url();
     const PodIndex index = KubeMetadata::fetch(options);
@@ -139,7 +139,7 @@ TEST(Kubelet, PodsEndpoint) {
 
 TEST(KubeMetadata, BackgroundThreadPublishesSnapshotsAndHonoursRefreshRequests) {
     const std::string body = fixture("kubelet_pods.json");
-    FakeHttpServer server([&](const FakeHttpServer::Request&) { return FakeHttpServer::Response{200, body}; });
+    FakeHttpServer server([&](const FakeHttpServer::Request&) { return FakeHttpServer::Response{200, body, {}}; });
     KubeOptions options;
     options.kubelet_url = server.url();
     options.refresh = std::chrono::hours(1);

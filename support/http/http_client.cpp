@@ -1,0 +1,114 @@
+#include "support/http/http_client.hpp"
+
+#include <curl/curl.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <memory>
+#include <mutex>
+
+namespace kepler::support {
+
+namespace {
+
+/// curl_global_init is not thread-safe and must run before any handle exists: once per process.
+void global_init_once() {
+    static std::once_flag once;
+    std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+struct Sink {
+    std::string* body;
+    size_t max_bytes;
+    bool overflow = false;
+};
+
+size_t on_data(char* data, size_t size, size_t count, void* user) {
+    auto* sink = static_cast<Sink*>(user);
+    const size_t bytes = size * count;
+    if (sink->body->size() + bytes > sink->max_bytes) {
+        sink->overflow = true;
+        return 0;  // makes curl stop with CURLE_WRITE_ERROR
+    }
+    sink->body->append(data, bytes);
+    return bytes;
+}
+
+bool starts_with_no_case(std::string_view text, std::string_view prefix) {
+    return text.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), text.begin(), [](char a, char b) {
+               return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+           });
+}
+
+void set_security(CURL* c, const HttpRequest& request) {
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    // A redirect may keep or raise the protection the caller chose, never drop it.
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, is_https(request.url) ? "https" : "http,https");
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, request.max_redirects > 0 ? 1L : 0L);
+    curl_easy_setopt(c, CURLOPT_MAXREDIRS, static_cast<long>(request.max_redirects));
+    if (!request.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, request.ca_file.c_str());
+    if (request.insecure_skip_verify) {
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+}
+
+}  // namespace
+
+bool is_https(std::string_view url) noexcept { return starts_with_no_case(url, "https://"); }
+
+HttpResponse http_get(const HttpRequest& request) {
+    if (!starts_with_no_case(request.url, "http://") && !is_https(request.url)) {
+        throw HttpError(fmt::format("http: \"{}\" is not an http:// or https:// URL", request.url));
+    }
+    global_init_once();
+    std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), curl_easy_cleanup);
+    if (!curl) throw HttpError("http: cannot create a curl handle");
+
+    HttpResponse response;
+    Sink sink{&response.body, request.max_bytes};
+    char error_text[CURL_ERROR_SIZE] = {};
+    curl_slist* headers = curl_slist_append(nullptr, fmt::format("Accept: {}", request.accept).c_str());
+    if (!request.bearer_token.empty()) {
+        headers = curl_slist_append(headers, fmt::format("Authorization: Bearer {}", request.bearer_token).c_str());
+    }
+    std::unique_ptr<curl_slist, void (*)(curl_slist*)> header_list(headers, curl_slist_free_all);
+
+    CURL* c = curl.get();
+    curl_easy_setopt(c, CURLOPT_URL, request.url.c_str());
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, header_list.get());
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error_text);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, request.timeout_ms);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, std::min(request.connect_timeout_ms, request.timeout_ms));
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);  // called from worker threads: no SIGALRM
+    curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");  // gzip when the server offers it (max_bytes counts inflated bytes)
+    set_security(c, request);
+
+    const CURLcode rc = curl_easy_perform(c);
+    if (sink.overflow) {
+        throw HttpError(fmt::format("http: the response of {} exceeds {} bytes", request.url, request.max_bytes));
+    }
+    if (rc != CURLE_OK) {
+        throw HttpError(fmt::format("http: GET {}: {}", request.url, error_text[0] ? error_text : curl_easy_strerror(rc)));
+    }
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &response.status);
+    return response;
+}
+
+std::string url_encode(std::string_view text) {
+    std::string out;
+    for (const char ch : text) {
+        const auto c = static_cast<unsigned char>(ch);
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' || c == '~') {
+            out.push_back(ch);
+        } else {
+            out += fmt::format("%{:02X}", c);
+        }
+    }
+    return out;
+}
+
+}  // namespace kepler::support

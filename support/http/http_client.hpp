@@ -1,0 +1,47 @@
+// http_client.hpp — the one HTTP(S) client of the daemons (libcurl): the collector's Kubernetes API
+// server and kubelet, the estimator's model server. Bounded and strict by default: a response larger
+// than max_bytes is an error, never a truncated document; redirects are not followed unless asked, and
+// then an https URL is never redirected to plain http.
+#pragma once
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace kepler::support {
+
+/// A transport failure (connect, TLS, timeout, oversize body, refused redirect), with the URL.
+class HttpError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+struct HttpRequest {
+    std::string url;                 // http:// or https:// only
+    std::string bearer_token;        // "Authorization: Bearer <token>" when not empty
+    std::string accept = "application/json";
+    std::string ca_file;             // PEM bundle to verify the server with; empty: the system store
+    bool insecure_skip_verify = false;  // lab servers only: the caller says so loudly
+    int max_redirects = 0;           // 0: a 3xx is returned as it is
+    long connect_timeout_ms = 5'000;
+    long timeout_ms = 10'000;        // the whole exchange
+    size_t max_bytes = 16u << 20;    // the body, after decompression
+};
+
+struct HttpResponse {
+    long status = 0;
+    std::string body;
+};
+
+/// GET. Throws HttpError on transport errors and oversize bodies; HTTP error statuses are returned, not
+/// thrown. Thread-safe (one curl handle per call; libcurl's global state is set up once).
+[[nodiscard]] HttpResponse http_get(const HttpRequest& request);
+
+/// Percent-encodes a query parameter value (RFC 3986 unreserved characters kept).
+[[nodiscard]] std::string url_encode(std::string_view text);
+
+/// True for an https:// URL (scheme compared without regard to case).
+[[nodiscard]] bool is_https(std::string_view url) noexcept;
+
+}  // namespace kepler::support
