@@ -44,7 +44,13 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
                  "no longer sum to the node)");
     app.add_option("--max-process-series", o.max_process_series, "cap on processes with series")->capture_default_str();
     app.add_flag("--top", o.top, "terminal view of the top processes and containers, each interval");
-    app.add_option("--model-server", o.model_server, "fetch missing xgboost models from URL/<model dir name>/model.json, and kepler-db folders from URL/<folder name>/");
+    app.add_option("--model-server", o.model_server,
+                   "fetch missing xgboost models from URL/<model dir name>/model.json, and kepler-db folders from URL/<folder name>/ "
+                   "(https://, or http:// on a trusted network; pin files with sha256= in --model)");
+    app.add_option("--model-server-ca", o.model_server_ca, "PEM file of the CA that signed an https model server's certificate "
+                   "(default: the system's store)")->check(CLI::ExistingFile);
+    app.add_flag("--model-server-insecure", o.model_server_insecure,
+                 "do not verify an https model server's certificate (lab servers only; logged as a warning)");
     app.add_option("--external-wait", o.external_wait_ms,
                    "milliseconds an external --primary model's answer is waited for (capped at a quarter of the interval; "
                    "other models never wait on an external one)")
@@ -83,6 +89,31 @@ ExportOptions export_options(const Options& o) {
     e.names = *names;
     e.estimated_idle = !o.hide_estimated_idle;
     return e;
+}
+
+ModelServer model_server(const Options& o) {
+    if (!o.model_server.empty() && o.model_server.rfind("http://", 0) != 0 && o.model_server.rfind("https://", 0) != 0) {
+        throw std::invalid_argument(fmt::format("--model-server {} is not an http:// or https:// URL", o.model_server));
+    }
+    if (o.model_server.empty() && (!o.model_server_ca.empty() || o.model_server_insecure)) {
+        throw std::invalid_argument("--model-server-ca and --model-server-insecure need --model-server");
+    }
+    return ModelServer{o.model_server, o.model_server_ca, o.model_server_insecure};
+}
+
+std::vector<std::string> model_server_warnings(const Options& o) {
+    std::vector<std::string> out;
+    if (o.model_server.rfind("http://", 0) == 0) {
+        out.push_back(fmt::format("WARNING: --model-server {} is plain http: model files can be altered on the way unless "
+                                  "pinned with sha256= in --model",
+                                  o.model_server));
+    }
+    if (o.model_server_insecure) {
+        out.push_back(fmt::format("WARNING: --model-server-insecure: the certificate of {} is NOT verified; anyone on the "
+                                  "path can serve models",
+                                  o.model_server));
+    }
+    return out;
 }
 
 keplershm::ReaderOptions reader_options(const Options& o) {
@@ -125,7 +156,7 @@ EstimatorOptions estimator_options(const Options& o) {
     e.ledger.retention_ns = static_cast<uint64_t>(o.retention_s * 1e9);
     e.ledger.process_series_cap = o.max_process_series;
     e.model_set.xgboost_threads = o.xgboost_threads;
-    e.model_set.model_server = o.model_server;
+    e.model_set.model_server = model_server(o);
     e.model_set.external_wait = std::chrono::milliseconds(o.external_wait_ms);
     e.model_set.external_reader = reader_options(o);
     return e;

@@ -28,6 +28,8 @@ struct Options {
     size_t max_process_series = 1000;
     bool top = false;
     std::string model_server;
+    std::string model_server_ca;     // PEM bundle for an https model server
+    bool model_server_insecure = false;
     int xgboost_threads = 1;
     int external_wait_ms = 100;      // longest wait for an external --primary model's answer
     std::string publish_estimates;   // PREFIX: every model's answers in segments PREFIX-<model>
@@ -44,6 +46,12 @@ struct Options {
 [[nodiscard]] EstimatorOptions estimator_options(const Options& options);
 /// Throws std::invalid_argument naming the bad option.
 [[nodiscard]] ExportOptions export_options(const Options& options);
+/// Where missing model files are fetched from, and how (--model-server and its TLS options). Throws
+/// std::invalid_argument naming the bad option.
+[[nodiscard]] ModelServer model_server(const Options& options);
+/// What an operator should hear about the model server before anything is fetched (plain http, no
+/// certificate check); empty when nothing.
+[[nodiscard]] std::vector<std::string> model_server_warnings(const Options& options);
 /// How segments (the collector's, external models') are opened. Throws std::invalid_argument naming the
 /// bad option (an unknown user).
 [[nodiscard]] keplershm::ReaderOptions reader_options(const Options& options);

@@ -156,8 +156,8 @@ int run_live(const Options& o, Estimator& estimator, const ExportOptions& export
     const std::unique_ptr<MetricsServer> server = serve_metrics(o.listen, exporter);
     if (server) fmt::print(stderr, "kepler-estimate: serving /metrics on {}\n", server->bound_address());
     ModelWatcher::Options watch;
-    watch.model_server = o.model_server;
-    ModelWatcher watcher(estimator.models().watched_paths(), watch);
+    watch.model_server = model_server(o);
+    ModelWatcher watcher(estimator.models().watched_models(), watch);
     std::unique_ptr<CsvExport> csv = o.csv.empty() ? nullptr : std::make_unique<CsvExport>(o.csv);
 
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.duration_s));
@@ -184,6 +184,7 @@ int run_live(const Options& o, Estimator& estimator, const ExportOptions& export
 
 int run(const Options& o, const std::atomic<bool>& stop) {
     Estimator estimator(estimator_options(o));
+    for (const std::string& warning : model_server_warnings(o)) fmt::print(stderr, "kepler-estimate: {}\n", warning);
     ExportOptions export_options = kepler_estimate::export_options(o);
     if (!o.replay.empty()) {
         export_options.include_timing = false;

@@ -2,12 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "model/json_object.hpp"
+#include "support/digest/sha256.hpp"
 
 namespace kepler_estimate {
 
@@ -31,6 +34,18 @@ const json& require(const json& object, const char* field, json::value_t type, c
 std::string optional_string(const json& object, const char* field) {
     auto it = object.find(field);
     return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+/// A target's optional "sha256": 64 hex digits, kept in lower case.
+std::string target_digest(const json& target, const std::string& origin) {
+    const auto it = target.find("sha256");
+    if (it == target.end()) return {};
+    if (!it->is_string() || !kepler::support::is_sha256_hex(it->get_ref<const std::string&>())) {
+        throw ModelError(fmt::format("{}: a target's \"sha256\" is not 64 hex digits", origin));
+    }
+    std::string digest = it->get<std::string>();
+    std::transform(digest.begin(), digest.end(), digest.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return digest;
 }
 
 /// A target file must stay inside the model directory: no absolute paths, no "..".
@@ -118,7 +133,7 @@ ModelMetadata parse_model_metadata(const std::string& text, const fs::path& dire
             if (seen.zone == *kind) throw ModelError(fmt::format("{}: zone \"{}\" has two targets", origin, zone));
         }
         const std::string file = require(t, "file", json::value_t::string, origin).get<std::string>();
-        m.targets.push_back(ModelTarget{*kind, directory / safe_relative(file, origin)});
+        m.targets.push_back(ModelTarget{*kind, directory / safe_relative(file, origin), target_digest(t, origin)});
     }
 
     m.idle_w = zone_watts(doc, "idle_w", origin);
@@ -132,8 +147,15 @@ ModelMetadata parse_model_metadata(const std::string& text, const fs::path& dire
     return m;
 }
 
-ModelMetadata load_model_metadata(const fs::path& path) {
+void check_sha256(std::string_view bytes, std::string_view expected_sha256, const std::string& origin) {
+    if (expected_sha256.empty() || kepler::support::sha256_matches(bytes, expected_sha256)) return;
+    throw ModelError(fmt::format("{}: sha256 is {}, but {} was pinned; the file is refused", origin,
+                                 kepler::support::sha256_hex(bytes), expected_sha256));
+}
+
+ModelMetadata load_model_metadata(const fs::path& path, std::string_view expected_sha256) {
     const std::string text = read_small_file(path, kMaxMetadataBytes);
+    check_sha256(text, expected_sha256, path.string());
     return parse_model_metadata(text, path.parent_path(), path.string());
 }
 

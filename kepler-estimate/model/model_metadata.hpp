@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/zones.hpp"
@@ -24,6 +25,7 @@ public:
 struct ModelTarget {
     ZoneKind zone = ZoneKind::package;
     std::filesystem::path file;
+    std::string sha256;  // optional "sha256" (lower-case hex): the booster is refused unless its bytes match
 };
 
 /// Parsed, validated model.json. Plain value.
@@ -41,14 +43,18 @@ struct ModelMetadata {
 
 /// Where the metadata of a model spec path lives: `<dir>/model.json` for a directory, else the path.
 [[nodiscard]] std::filesystem::path metadata_path(const std::filesystem::path& spec_path);
-/// Reads and validates the metadata at `path` (targets resolved against its directory).
-[[nodiscard]] ModelMetadata load_model_metadata(const std::filesystem::path& path);
+/// Reads and validates the metadata at `path` (targets resolved against its directory); refuses it unless
+/// its bytes hash to `expected_sha256` when that is set (`xgboost:PATH,sha256=HEX`).
+[[nodiscard]] ModelMetadata load_model_metadata(const std::filesystem::path& path, std::string_view expected_sha256 = {});
 /// Parses metadata text; `directory` resolves target files. Throws ModelError.
 [[nodiscard]] ModelMetadata parse_model_metadata(const std::string& text, const std::filesystem::path& directory,
                                                  const std::string& origin);
 /// Size and modification time of the metadata and every booster it names; empty when the metadata
 /// is missing. A different fingerprint means "reload".
 [[nodiscard]] std::string model_fingerprint(const std::filesystem::path& spec_path);
+/// Throws ModelError naming `origin` when `expected_sha256` (64 hex digits) is set and `bytes` hash to
+/// something else; does nothing when it is empty.
+void check_sha256(std::string_view bytes, std::string_view expected_sha256, const std::string& origin);
 /// Reads a whole file of at most `limit` bytes. Throws ModelError.
 [[nodiscard]] std::string read_small_file(const std::filesystem::path& path, uintmax_t limit);
 

@@ -92,17 +92,20 @@ std::string file_stamp(const fs::path& p) {
 /// The Kepler model file a kepler or kepler-db entry should run, with the note for its reason; nullopt
 /// (and `state` set) when kepler-db finds no acceptable node type for this node.
 /// URL/<folder name>/<relative path> of a kepler-db file (the parts are plain names, checked at parse).
-void fetch_db_file(const std::string& server, const KeplerDbParams& db, const fs::path& file) {
-    const std::string base = server.ends_with('/') ? server : server + "/";
+void fetch_db_file(const ModelServer& server, const KeplerDbParams& db, const fs::path& file) {
+    const std::string base = server.url.ends_with('/') ? server.url : server.url + "/";
     const std::string url = base + db.dir.filename().string() + "/" + file.lexically_relative(db.dir).string();
+    const std::string bytes = fetch_bytes(server, url);
     fs::create_directories(file.parent_path());
-    write_atomically(file, http_get(url));
+    write_atomically(file, bytes);
 }
 
-std::optional<std::pair<fs::path, std::string>> kepler_file(const ModelSpec& spec, const std::string& server, std::string& state,
+std::optional<std::pair<fs::path, std::string>> kepler_file(const ModelSpec& spec, const ModelServer& server, std::string& state,
                                                           CpuMatch& match) {
     if (spec.kind == ModelSpec::Kind::kepler) {
         match = CpuMatch::any;  // a file named by the operator: no spec to compare
+        // A pinned file is checked as it is when loaded (the model is read from it right after).
+        if (!spec.sha256.empty()) check_sha256(read_small_file(spec.path, kMaxModelFileBytes), spec.sha256, spec.path.string());
         return std::make_pair(spec.path, fmt::format("Kepler model {}", spec.path.string()));
     }
     const KeplerDbParams& db = spec.kepler_db;
@@ -115,7 +118,7 @@ std::optional<std::pair<fs::path, std::string>> kepler_file(const ModelSpec& spe
     match = choice.exact ? CpuMatch::exact : CpuMatch::vendor;
     const fs::path file = kepler_db_model_path(db, *choice.node_type);
     std::error_code ec;
-    if (!server.empty() && !fs::exists(file, ec)) fetch_db_file(server, db, file);
+    if (!server.url.empty() && !fs::exists(file, ec)) fetch_db_file(server, db, file);
     return std::make_pair(file, fmt::format("kepler-db {}: {}", file.string(), choice.reason));
 }
 
@@ -124,7 +127,7 @@ std::optional<std::pair<fs::path, std::string>> kepler_file(const ModelSpec& spe
 void ModelSet::refresh_kepler(Entry& e, std::vector<std::string>& log) {
     const fs::path watched = e.spec.kind == ModelSpec::Kind::kepler ? e.spec.path : e.spec.kepler_db.dir / "node_type_index.json";
     std::error_code ec;
-    if (e.spec.kind == ModelSpec::Kind::kepler_db && !options_.model_server.empty() && !fs::exists(watched, ec)) {
+    if (e.spec.kind == ModelSpec::Kind::kepler_db && !options_.model_server.url.empty() && !fs::exists(watched, ec)) {
         try {
             fetch_db_file(options_.model_server, e.spec.kepler_db, watched);
             log.push_back(fmt::format("model {}: fetched {}", e.spec.name, watched.string()));
@@ -174,7 +177,7 @@ std::vector<std::string> ModelSet::refresh() {
         }
         e->fingerprint = print;
         try {
-            auto fresh = std::make_unique<XgboostModel>(e->spec.name, e->spec.path, options_.xgboost_threads);
+            auto fresh = std::make_unique<XgboostModel>(e->spec.name, e->spec.path, options_.xgboost_threads, e->spec.sha256);
             const bool reload = e->model != nullptr;
             install(*e, std::move(fresh));
             log.push_back(fmt::format("model {}: {} {}", e->spec.name, reload ? "reloaded" : "loaded", e->spec.path.string()));
@@ -188,10 +191,10 @@ std::vector<std::string> ModelSet::refresh() {
     return log;
 }
 
-std::vector<fs::path> ModelSet::watched_paths() const {
-    std::vector<fs::path> out;
+std::vector<WatchedModel> ModelSet::watched_models() const {
+    std::vector<WatchedModel> out;
     for (const ModelSpec& s : specs_) {
-        if (s.kind == ModelSpec::Kind::xgboost) out.push_back(s.path);
+        if (s.kind == ModelSpec::Kind::xgboost) out.push_back(WatchedModel{s.path, s.sha256});
     }
     return out;
 }

@@ -13,7 +13,9 @@
 
 #include "keplershm/keplershm.hpp"
 #include "external/external_model.hpp"
+#include "model/http_fetch.hpp"
 #include "model/model_spec.hpp"
+#include "model/model_watch.hpp"
 #include "model/node_model.hpp"
 
 namespace kepler_estimate {
@@ -59,7 +61,7 @@ struct ModelSetOptions {
     size_t external_window = 16;  // frames remembered for an external model's late answers
     /// --model-server: kepler-db folders missing locally are fetched from URL/<folder name>/ (the
     /// model DB's layout: node_type_index.json, then only the chosen model file).
-    std::string model_server;
+    ModelServer model_server;
     /// How external models' estimates segments are opened (accepted owner, frame cap).
     keplershm::ReaderOptions external_reader;
 };
@@ -80,8 +82,8 @@ public:
     /// Lines worth logging since the last call (external models: attached, gone, rejections).
     [[nodiscard]] std::vector<std::string> take_messages();
     [[nodiscard]] const std::vector<ModelSpec>& specs() const noexcept { return specs_; }
-    /// Model file directories to watch (xgboost specs).
-    [[nodiscard]] std::vector<std::filesystem::path> watched_paths() const;
+    /// Model directories to watch and fetch (xgboost specs), with their pinned metadata digests.
+    [[nodiscard]] std::vector<WatchedModel> watched_models() const;
 
     struct Entry;
 

@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <stdexcept>
 
 #include "model/key_value_list.hpp"
+#include "support/digest/sha256.hpp"
 
 namespace kepler_estimate {
 
@@ -38,6 +40,26 @@ CurveParams parse_curve(std::string_view args) {
     }
     if (p.max_w < p.idle_w) throw std::invalid_argument(fmt::format("curve max_w {} is below idle_w {}", p.max_w, p.idle_w));
     return p;
+}
+
+/// Splits a trailing ",sha256=HEX" off a file argument into `spec.sha256` (lower case); returns the path.
+std::string_view take_digest(std::string_view args, ModelSpec& spec) {
+    constexpr std::string_view kKey = ",sha256=";
+    const size_t at = args.rfind(kKey);
+    if (at == std::string_view::npos) return args;
+    const std::string_view digest = args.substr(at + kKey.size());
+    if (!kepler::support::is_sha256_hex(digest)) {
+        throw std::invalid_argument(fmt::format("sha256=\"{}\" is not 64 hex digits", digest));
+    }
+    spec.sha256.assign(digest);
+    std::transform(spec.sha256.begin(), spec.sha256.end(), spec.sha256.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return args.substr(0, at);
+}
+
+std::filesystem::path file_argument(std::string_view args, ModelSpec& spec) {
+    const std::string_view path = take_digest(args, spec);
+    if (path.empty()) throw std::invalid_argument(fmt::format("model spec \"{}\" names no file", args));
+    return std::filesystem::path(std::string(path));
 }
 
 }  // namespace
@@ -73,19 +95,23 @@ ModelSpec parse_model_spec(std::string_view text) {
         spec.curve = parse_curve(args);
     } else if (kind == "xgboost" && !args.empty()) {
         spec.kind = ModelSpec::Kind::xgboost;
-        spec.path = std::filesystem::path(std::string(args));
+        spec.path = file_argument(args, spec);
     } else if (kind == "external" && !args.empty()) {
         spec.kind = ModelSpec::Kind::external;
         spec.source = std::string(args);
     } else if (kind == "kepler" && !args.empty()) {
         spec.kind = ModelSpec::Kind::kepler;
-        spec.path = std::filesystem::path(std::string(args));
+        spec.path = file_argument(args, spec);
     } else if (kind == "kepler-db" && !args.empty()) {
         spec.kind = ModelSpec::Kind::kepler_db;
+        if (args.find("sha256=") != std::string_view::npos) {
+            throw std::invalid_argument("kepler-db chooses its model file at run time, so no digest can be pinned; "
+                                        "name the file with kepler:FILE,sha256=HEX instead");
+        }
         spec.kepler_db = parse_kepler_db_params(args);
     } else {
         throw std::invalid_argument(fmt::format(
-            "model spec \"{}\" is not one of measured, curve[:idle_w=W,max_w=W], xgboost:PATH, external:SEGMENT, kepler:FILE, "
+            "model spec \"{}\" is not one of measured, curve[:idle_w=W,max_w=W], xgboost:PATH[,sha256=HEX], external:SEGMENT, kepler:FILE[,sha256=HEX], "
             "kepler-db:DIR[,options]",
             body));
     }
@@ -96,8 +122,8 @@ std::vector<ModelSpec> with_builtin_models(std::vector<ModelSpec> specs) {
     auto has = [&](ModelSpec::Kind kind, std::string_view name) {
         return std::any_of(specs.begin(), specs.end(), [&](const ModelSpec& s) { return s.kind == kind || s.name == name; });
     };
-    if (!has(ModelSpec::Kind::measured, "measured")) specs.insert(specs.begin(), ModelSpec{"measured", ModelSpec::Kind::measured, {}, {}, {}, {}});
-    if (!has(ModelSpec::Kind::curve, "curve")) specs.push_back(ModelSpec{"curve", ModelSpec::Kind::curve, {}, {}, {}, {}});
+    if (!has(ModelSpec::Kind::measured, "measured")) specs.insert(specs.begin(), ModelSpec{"measured", ModelSpec::Kind::measured, {}, {}, {}, {}, {}});
+    if (!has(ModelSpec::Kind::curve, "curve")) specs.push_back(ModelSpec{"curve", ModelSpec::Kind::curve, {}, {}, {}, {}, {}});
     return specs;
 }
 

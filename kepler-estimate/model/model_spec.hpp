@@ -23,11 +23,13 @@ struct ModelSpec {
     std::filesystem::path path;      // Kind::xgboost: model directory or metadata file; Kind::kepler: the file
     std::string source;              // Kind::external: estimates segment name or recording path
     KeplerDbParams kepler_db;        // Kind::kepler_db
+    std::string sha256;              // Kind::xgboost (of model.json) and Kind::kepler (of the file): pinned, lower-case hex
 };
 
-/// Parses `NAME=SPEC` with SPEC one of `measured`, `curve[:idle_w=W,max_w=W]`, `xgboost:PATH`,
-/// `external:SEGMENT` (an estimates segment, or a recording of one), `kepler:FILE` (a Kepler 0.7 weights
-/// JSON or XGBoost zip), `kepler-db:DIR[,options]` (a Kepler model DB folder, see KeplerDbParams).
+/// Parses `NAME=SPEC` with SPEC one of `measured`, `curve[:idle_w=W,max_w=W]`, `xgboost:PATH[,sha256=HEX]`,
+/// `external:SEGMENT` (an estimates segment, or a recording of one), `kepler:FILE[,sha256=HEX]` (a Kepler
+/// 0.7 weights JSON or XGBoost zip), `kepler-db:DIR[,options]` (a Kepler model DB folder, see KeplerDbParams).
+/// A `sha256` pins the file's bytes (for xgboost, model.json's, whose targets may pin each booster).
 /// Throws std::invalid_argument with a message that quotes the bad part.
 [[nodiscard]] ModelSpec parse_model_spec(std::string_view text);
 [[nodiscard]] std::string_view to_string(ModelSpec::Kind kind) noexcept;

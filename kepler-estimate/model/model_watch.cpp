@@ -16,20 +16,26 @@ namespace kepler_estimate {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-void fetch_model(const std::string& url, const std::string& name, const fs::path& directory) {
-    const std::string base = url.ends_with('/') ? url + name : url + "/" + name;
-    const std::string metadata = http_get(base + "/model.json");
-    // Validate before writing anything: a bad answer must not replace a good model.
+void fetch_model(const ModelServer& server, const std::string& name, const fs::path& directory,
+                 std::string_view metadata_sha256) {
+    const std::string base = server.url.ends_with('/') ? server.url + name : server.url + "/" + name;
+    const std::string metadata = fetch_bytes(server, base + "/model.json");
+    // Validate everything before writing anything: a bad or altered answer must not replace a good model.
+    check_sha256(metadata, metadata_sha256, base + "/model.json");
     const ModelMetadata meta = parse_model_metadata(metadata, directory, base + "/model.json");
-    fs::create_directories(directory);
+    std::vector<std::string> boosters;
     for (const ModelTarget& target : meta.targets) {
-        write_atomically(target.file, http_get(base + "/" + target.file.lexically_relative(directory).string()));
+        const std::string url = base + "/" + target.file.lexically_relative(directory).string();
+        boosters.push_back(fetch_bytes(server, url));
+        check_sha256(boosters.back(), target.sha256, url);
     }
+    fs::create_directories(directory);
+    for (size_t i = 0; i < meta.targets.size(); ++i) write_atomically(meta.targets[i].file, boosters[i]);
     write_atomically(directory / "model.json", metadata);
 }
 
-ModelWatcher::ModelWatcher(std::vector<fs::path> paths, Options options) : paths_(std::move(paths)), options_(std::move(options)) {
-    if (paths_.empty()) return;
+ModelWatcher::ModelWatcher(std::vector<WatchedModel> models, Options options) : models_(std::move(models)), options_(std::move(options)) {
+    if (models_.empty()) return;
     inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     thread_ = std::thread([this] { run(); });
 }
@@ -43,8 +49,8 @@ ModelWatcher::~ModelWatcher() {
 void ModelWatcher::add_watches() {
     if (inotify_fd_ < 0) return;
     constexpr uint32_t kEvents = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_ATTRIB;
-    for (const fs::path& path : paths_) {
-        const fs::path meta = metadata_path(path);
+    for (const WatchedModel& model : models_) {
+        const fs::path meta = metadata_path(model.path);
         // The model directory, and every existing ancestor up to the first one that exists, so that
         // creating the directory itself is seen too. Re-adding an existing watch is harmless.
         for (fs::path dir = meta.parent_path(); !dir.empty(); dir = dir.parent_path()) {
@@ -56,14 +62,14 @@ void ModelWatcher::add_watches() {
 }
 
 void ModelWatcher::fetch_missing() {
-    for (const fs::path& path : paths_) {
-        const fs::path meta = metadata_path(path);
+    for (const WatchedModel& model : models_) {
+        const fs::path meta = metadata_path(model.path);
         std::error_code ec;
         if (fs::exists(meta, ec)) continue;
         const fs::path directory = meta.parent_path();
         try {
-            fetch_model(options_.model_server, directory.filename().string(), directory);
-            fmt::print(stderr, "kepler-estimate: fetched model {} from {}\n", directory.string(), options_.model_server);
+            fetch_model(options_.model_server, directory.filename().string(), directory, model.metadata_sha256);
+            fmt::print(stderr, "kepler-estimate: fetched model {} from {}\n", directory.string(), options_.model_server.url);
         } catch (const std::exception& e) {
             fetch_errors_.fetch_add(1, std::memory_order_relaxed);
             fmt::print(stderr, "kepler-estimate: cannot fetch model {}: {}\n", directory.filename().string(), e.what());
@@ -98,7 +104,7 @@ void ModelWatcher::run() {
             add_watches();
             changed_.store(true, std::memory_order_release);
         }
-        if (!options_.model_server.empty() && now >= next_fetch) {
+        if (!options_.model_server.url.empty() && now >= next_fetch) {
             next_fetch = now + options_.fetch_every;
             fetch_missing();
         }

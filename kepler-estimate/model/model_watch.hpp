@@ -6,15 +6,26 @@
 #include <chrono>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "model/http_fetch.hpp"
+
 namespace kepler_estimate {
+
+/// A model directory (or metadata file) to watch, and the digest its model.json is pinned to (or empty).
+struct WatchedModel {
+    std::filesystem::path path;
+    std::string metadata_sha256;
+};
 
 /// Fetches `<url>/<name>/model.json` and the boosters it names into `directory` (boosters first,
 /// metadata last, each written to a temporary file and renamed, so a reader never sees half a
-/// model). Throws std::runtime_error with the URL and the reason.
-void fetch_model(const std::string& url, const std::string& name, const std::filesystem::path& directory);
+/// model). Nothing is written unless the metadata hashes to `metadata_sha256` (when set) and each
+/// booster to its target's "sha256" (when set). Throws std::runtime_error with the URL and the reason.
+void fetch_model(const ModelServer& server, const std::string& name, const std::filesystem::path& directory,
+                 std::string_view metadata_sha256 = {});
 
 /// Owns a background thread. Thread-safe: the pipeline thread only calls take_changes().
 class ModelWatcher {
@@ -22,10 +33,10 @@ public:
     struct Options {
         std::chrono::milliseconds settle{200};        // quiet time after the last event before reloading
         std::chrono::milliseconds poll_every{10'000};  // also look now and then (filesystems without inotify)
-        std::string model_server;                      // empty: no fetching
+        ModelServer model_server;                      // its url empty: no fetching
         std::chrono::milliseconds fetch_every{30'000};
     };
-    ModelWatcher(std::vector<std::filesystem::path> paths, Options options);
+    ModelWatcher(std::vector<WatchedModel> models, Options options);
     ~ModelWatcher();
     ModelWatcher(const ModelWatcher&) = delete;
     ModelWatcher& operator=(const ModelWatcher&) = delete;
@@ -40,7 +51,7 @@ private:
     void add_watches();
     void fetch_missing();
 
-    std::vector<std::filesystem::path> paths_;
+    std::vector<WatchedModel> models_;
     Options options_;
     int inotify_fd_ = -1;
     std::atomic<bool> changed_{true};

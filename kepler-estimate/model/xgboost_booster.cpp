@@ -14,8 +14,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr uintmax_t kMaxBoosterBytes = 256u << 20;
-
 /// XGBoost's last error, first line only: the rest is a C++ stack trace, noise in a log line.
 std::string last_error_line() {
     const char* text = XGBGetLastError();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -12,10 +13,13 @@
 
 namespace kepler_estimate {
 
+/// The largest booster file loaded: ours are a few MB, and the estimator runs in a 256 MiB container.
+inline constexpr uintmax_t kMaxBoosterBytes = 16u << 20;
+
 /// RAII over a BoosterHandle whose feature count was checked at load. Not thread-safe.
 class XgboostBooster {
 public:
-    /// Loads the booster file at `file` (at most 256 MiB); errors (ModelError) name the file. `threads`
+    /// Loads the booster file at `file` (at most kMaxBoosterBytes); errors (ModelError) name the file. `threads`
     /// is XGBoost's nthread; `expected_features` the row width the metadata promises.
     XgboostBooster(const std::filesystem::path& file, int threads, size_t expected_features);
     /// Loads a booster from the bytes of `model`; `origin` (e.g. "<zip>:<entry>") names it in errors.

@@ -11,11 +11,19 @@ namespace kepler_estimate {
 
 namespace fs = std::filesystem;
 
-XgboostModel::XgboostModel(std::string name, const fs::path& spec_path, int threads) : name_(std::move(name)) {
-    meta_ = load_model_metadata(metadata_path(spec_path));
+XgboostModel::XgboostModel(std::string name, const fs::path& spec_path, int threads, std::string_view metadata_sha256)
+    : name_(std::move(name)) {
+    meta_ = load_model_metadata(metadata_path(spec_path), metadata_sha256);
     for (const std::string& feature : meta_.features) columns_.push_back(feature_from_name(feature));
     for (const ModelTarget& target : meta_.targets) {
-        boosters_.push_back(std::make_unique<XgboostBooster>(target.file, threads, meta_.features.size()));
+        if (target.sha256.empty()) {
+            boosters_.push_back(std::make_unique<XgboostBooster>(target.file, threads, meta_.features.size()));
+            continue;
+        }
+        // Pinned: the bytes checked are the bytes loaded (no second read a writer could slip into).
+        const std::string bytes = read_small_file(target.file, kMaxBoosterBytes);
+        check_sha256(bytes, target.sha256, target.file.string());
+        boosters_.push_back(std::make_unique<XgboostBooster>(bytes, target.file.string(), threads, meta_.features.size()));
     }
 }
 

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/model_metadata.hpp"
@@ -19,7 +20,9 @@ class XgboostModel final : public NodeModel {
 public:
     /// Loads metadata and boosters from a model directory or metadata path; `threads` is XGBoost's
     /// nthread (a per-node daemon must not take every core). Throws ModelError with the reason.
-    XgboostModel(std::string name, const std::filesystem::path& spec_path, int threads);
+    /// Loads the metadata at `spec_path` (refused unless it hashes to `metadata_sha256`, when set) and its
+    /// boosters (each refused unless it hashes to its target's "sha256", when set). Throws ModelError.
+    XgboostModel(std::string name, const std::filesystem::path& spec_path, int threads, std::string_view metadata_sha256 = {});
     ~XgboostModel() override;
 
     std::string_view kind() const noexcept override { return "xgboost"; }

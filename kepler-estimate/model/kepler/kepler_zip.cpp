@@ -12,9 +12,11 @@ namespace kepler_estimate {
 namespace {
 
 constexpr zip_int64_t kMaxEntries = 64;
-constexpr zip_uint64_t kMaxEntryBytes = 64u << 20;
-constexpr zip_uint64_t kMaxTotalBytes = 256u << 20;
-constexpr uintmax_t kMaxArchiveBytes = 256u << 20;
+// Kepler's zips are ~130 KB (a JSON booster, a pickle, two small JSONs); the estimator runs in a 256 MiB
+// container, so the bounds leave it room whatever an archive claims.
+constexpr zip_uint64_t kMaxEntryBytes = 16u << 20;
+constexpr zip_uint64_t kMaxTotalBytes = 32u << 20;
+constexpr uintmax_t kMaxArchiveBytes = 16u << 20;
 
 struct ArchiveCloser {
     void operator()(zip_t* z) const { zip_discard(z); }

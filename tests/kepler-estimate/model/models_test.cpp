@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "app/estimator.hpp"
+#include "app/options.hpp"
 #include "export/prometheus_export.hpp"
 #include "model/key_value_list.hpp"
 #include "model/model_spec.hpp"
@@ -55,6 +56,52 @@ TEST(ModelSpec, RejectsBadSpecsWithTheBadPart) {
     } catch (const std::invalid_argument& e) {
         EXPECT_NE(std::string(e.what()).find("abc"), std::string::npos);
     }
+}
+
+// A file a spec names may be pinned by its SHA-256; kepler-db, which picks its file at run time, may not.
+TEST(ModelSpec, AFileSpecCarriesItsPinnedDigest) {
+    const std::string digest(64, 'A');
+    const ModelSpec x = parse_model_spec("xgb=xgboost:/models/nx12,sha256=" + digest);
+    EXPECT_EQ(x.path, "/models/nx12");
+    EXPECT_EQ(x.sha256, std::string(64, 'a')) << "kept in lower case";
+    const ModelSpec k = parse_model_spec("k=kepler:/db/Xgb_0.zip,sha256=" + std::string(64, '0'));
+    EXPECT_EQ(k.path, "/db/Xgb_0.zip");
+    EXPECT_EQ(k.sha256, std::string(64, '0'));
+    EXPECT_TRUE(parse_model_spec("xgb=xgboost:/models/a,b").sha256.empty()) << "a comma alone is part of the path";
+    for (const std::string& bad : std::vector<std::string>{"x=xgboost:/m,sha256=abc", "x=xgboost:/m,sha256=" + std::string(64, 'g'),
+                                                           "x=kepler:,sha256=" + digest, "x=kepler:/f,sha256="}) {
+        EXPECT_THROW((void)parse_model_spec(bad), std::invalid_argument) << bad;
+    }
+    try {
+        (void)parse_model_spec("x=kepler-db:/db,sha256=" + digest);
+        ADD_FAILURE() << "kepler-db accepted a digest";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("kepler:FILE,sha256=HEX"), std::string::npos) << e.what();
+    }
+}
+
+// --model-server and its TLS options: a URL scheme other than http(s) is refused; plain http and an
+// unverified certificate are said out loud before anything is fetched.
+TEST(ModelServerOptions, SchemesAreCheckedAndWeakeningsWarned) {
+    Options o;
+    o.model_server = "ftp://models.example/v1";
+    EXPECT_THROW((void)model_server(o), std::invalid_argument);
+    o.model_server.clear();
+    o.model_server_insecure = true;
+    EXPECT_THROW((void)model_server(o), std::invalid_argument) << "a TLS option without a server";
+    o.model_server = "https://models.example/v1";
+    o.model_server_ca = "/etc/ssl/model-ca.pem";
+    const ModelServer server = model_server(o);
+    EXPECT_EQ(server.url, o.model_server);
+    EXPECT_EQ(server.ca_file, "/etc/ssl/model-ca.pem");
+    EXPECT_TRUE(server.insecure_skip_verify);
+    ASSERT_EQ(model_server_warnings(o).size(), 1u);
+    EXPECT_NE(model_server_warnings(o)[0].find("NOT verified"), std::string::npos);
+    o.model_server_insecure = false;
+    EXPECT_TRUE(model_server_warnings(o).empty()) << "https with verification is the quiet case";
+    o.model_server = "http://kepler-model-server:8100/models";
+    ASSERT_EQ(model_server_warnings(o).size(), 1u);
+    EXPECT_NE(model_server_warnings(o)[0].find("plain http"), std::string::npos);
 }
 
 // The option lists of curve and kepler-db specs share one splitter; its edges, pinned once here.

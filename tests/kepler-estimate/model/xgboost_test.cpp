@@ -18,6 +18,8 @@
 #include "support/metric_series.hpp"
 #include "support/subprocess.hpp"
 #include "support/test_frames.hpp"
+#include "fakes/http_server.hpp"
+#include "support/digest/sha256.hpp"
 
 using namespace kepler_estimate;
 using namespace estimate_test;
@@ -67,6 +69,32 @@ const ModelReport& report_of(const Estimator& e, const std::string& name) {
 void write_text(const fs::path& path, const std::string& text) {
     std::ofstream out(path, std::ios::trunc);
     out << text;
+}
+
+std::string read_text(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+/// model.json with `digest` as its package target's "sha256".
+std::string with_booster_digest(const std::string& metadata, const std::string& digest) {
+    const std::string file_field = R"("file":)";
+    std::string out = metadata;
+    const size_t at = out.find(file_field);
+    if (at == std::string::npos) throw std::runtime_error("model.json has no target file");
+    out.insert(at, R"("sha256": ")" + digest + R"(", )");
+    return out;
+}
+
+/// An HTTPS model server over the files below `root` (404 for anything else).
+kepler::testing::FakeHttpServer serve_files(const fs::path& root, const kepler::testing::TlsFiles& tls) {
+    return kepler::testing::FakeHttpServer(
+        [root](const kepler::testing::FakeHttpServer::Request& r) {
+            const fs::path file = root / r.target.substr(1);
+            if (r.target.find("..") != std::string::npos || !fs::is_regular_file(file)) return kepler::testing::FakeHttpServer::Response{404, "", {}};
+            return kepler::testing::FakeHttpServer::Response{200, read_text(file), {}};
+        },
+        tls);
 }
 
 }  // namespace
@@ -226,7 +254,7 @@ TEST(XgboostModelFiles, WaitedForLoadedReloadedAndBadFilesRejected) {
     Estimator est(options);
     ModelWatcher::Options watch_options;
     watch_options.settle = std::chrono::milliseconds(50);
-    ModelWatcher watcher(est.models().watched_paths(), watch_options);
+    ModelWatcher watcher(est.models().watched_models(), watch_options);
     Feed feed(nx12_like(kProcfsMetrics));
     int frame_no = 1;
     auto step = [&] {
@@ -290,7 +318,7 @@ TEST(XgboostModelFiles, FetchedFromAModelServer) {
     for (int i = 0; i < 100 && http_get(url + "/nx12/model.json", body) != 200; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
 
     const fs::path model_dir = local.path() / "models" / "nx12";
-    EXPECT_THROW(fetch_model(url, "missing", local.path() / "models" / "missing"), std::runtime_error);
+    EXPECT_THROW(fetch_model(ModelServer{url, {}, false}, "missing", local.path() / "models" / "missing"), std::runtime_error);
     EXPECT_FALSE(fs::exists(local.path() / "models" / "missing" / "model.json"));
 
     EstimatorOptions options;
@@ -298,8 +326,8 @@ TEST(XgboostModelFiles, FetchedFromAModelServer) {
     Estimator est(options);
     ModelWatcher::Options watch_options;
     watch_options.settle = std::chrono::milliseconds(50);
-    watch_options.model_server = url;
-    ModelWatcher watcher(est.models().watched_paths(), watch_options);
+    watch_options.model_server.url = url;
+    ModelWatcher watcher(est.models().watched_models(), watch_options);
     Feed feed(nx12_like(kProcfsMetrics));
     for (int i = 0; i < 100 && est.primary_model() != "xgb"; ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -351,4 +379,54 @@ TEST(XgboostModelFiles, TheBinaryWaitsLoadsAndRejectsWithMetrics) {
     EXPECT_NE(read_file((dir.path() / "estimator.log").string()).find("the previous version keeps running"), std::string::npos);
     stop = true;
     writer.join();
+}
+
+// xgboost:PATH,sha256=HEX pins model.json, whose targets may pin each booster: an altered file is refused.
+TEST(XgboostModelFiles, PinnedDigestsRefuseAlteredFiles) {
+    REQUIRE_TRAINING_DATA();
+    TempDir dir;
+    const fs::path model_dir = dir.path() / "m";
+    ASSERT_TRUE(train(model_dir, "cpu_time_ms_per_s", "package", {"--rounds", "5", "--format", "ubj"}));
+    const std::string metadata = read_text(model_dir / "model.json");
+    const std::string booster_digest = kepler::support::sha256_hex(read_text(model_dir / "package.ubj"));
+
+    EXPECT_NO_THROW(XgboostModel("xgb", model_dir, 1, kepler::support::sha256_hex(metadata)));
+    try {
+        XgboostModel("xgb", model_dir, 1, std::string(64, '0'));
+        ADD_FAILURE() << "a metadata file with another digest was loaded";
+    } catch (const ModelError& e) {
+        EXPECT_NE(std::string(e.what()).find("sha256 is " + kepler::support::sha256_hex(metadata)), std::string::npos) << e.what();
+    }
+    write_text(model_dir / "model.json", with_booster_digest(metadata, booster_digest));
+    EXPECT_NO_THROW(XgboostModel("xgb", model_dir, 1)) << "the booster's bytes are the pinned ones";
+    write_text(model_dir / "model.json", with_booster_digest(metadata, std::string(64, 'f')));
+    EXPECT_THROW(XgboostModel("xgb", model_dir, 1), ModelError) << "a booster pinned to other bytes";
+    write_text(model_dir / "model.json", with_booster_digest(metadata, "not-hex"));
+    EXPECT_THROW(XgboostModel("xgb", model_dir, 1), ModelError) << "a malformed digest";
+}
+
+// --model-server https://... with --model-server-ca: fetched only from the server the CA vouches for, and
+// nothing is written when a pinned digest does not match.
+TEST(XgboostModelFiles, FetchedOverHttpsWithTheServersCaAndPinnedDigests) {
+    REQUIRE_TRAINING_DATA();
+    TempDir served, local;
+    const auto tls = kepler::testing::make_test_certificate(local.path(), "server");
+    if (!tls) GTEST_SKIP() << "openssl CLI not available: cannot make a test certificate";
+    ASSERT_TRUE(train(served.path() / "nx12", "cpu_time_ms_per_s", "package", {"--rounds", "5", "--format", "ubj"}));
+    const std::string metadata = read_text(served.path() / "nx12" / "model.json");
+    const auto server = serve_files(served.path(), *tls);
+    const fs::path model_dir = local.path() / "models" / "nx12";
+
+    EXPECT_THROW(fetch_model(ModelServer{server.url(), {}, false}, "nx12", model_dir), std::runtime_error) << "not in the system's store";
+    const ModelServer trusted{server.url(), tls->certificate.string(), false};
+    EXPECT_THROW(fetch_model(trusted, "nx12", model_dir, std::string(64, '0')), ModelError);
+    EXPECT_FALSE(fs::exists(model_dir / "package.ubj")) << "nothing written before every file checked";
+    write_text(served.path() / "nx12" / "model.json", with_booster_digest(metadata, std::string(64, 'f')));
+    EXPECT_THROW(fetch_model(trusted, "nx12", model_dir), ModelError);
+    EXPECT_FALSE(fs::exists(model_dir / "package.ubj"));
+
+    write_text(served.path() / "nx12" / "model.json", metadata);
+    fetch_model(trusted, "nx12", model_dir, kepler::support::sha256_hex(metadata));
+    EXPECT_EQ(read_text(model_dir / "package.ubj"), read_text(served.path() / "nx12" / "package.ubj"));
+    EXPECT_NO_THROW(XgboostModel("xgb", model_dir, 1, kepler::support::sha256_hex(metadata)));
 }

@@ -15,6 +15,7 @@
 #include "model/model_metadata.hpp"
 #include "model/model_set.hpp"
 #include "model/kepler/pickle_scaler.hpp"
+#include "support/digest/sha256.hpp"
 #include "support/subprocess.hpp"
 #include "support/test_frames.hpp"
 
@@ -414,6 +415,27 @@ TEST(KeplerDb, EstimatorReportsTheMatchAndTheFallbackInModelInfo) {
     EXPECT_NE(info_line(prom, "curve").find("selected=\"true\""), std::string::npos) << prom;
 }
 
+// kepler:FILE,sha256=HEX: the file is loaded only while its bytes are the pinned ones.
+TEST(KeplerModelFile, APinnedFileIsLoadedOnlyWithItsDigest) {
+    const fs::path zip = kDb / "rapl-sysfs/AbsPower/BPFOnly/XgboostFitTrainer_0.zip";
+    std::ifstream in(zip, std::ios::binary);
+    const std::string digest = kepler::support::sha256_hex(std::string(std::istreambuf_iterator<char>(in), {}));
+    ModelSet set({parse_model_spec("good=kepler:" + zip.string() + ",sha256=" + digest),
+                  parse_model_spec("altered=kepler:" + zip.string() + ",sha256=" + std::string(64, 'e'))},
+                 std::nullopt, ModelSetOptions{});
+    std::string all;
+    for (const auto& line : set.refresh()) all += line + "\n";
+    for (const ModelReport& r : set.reports()) {
+        if (r.name == "good") {
+            EXPECT_EQ(r.loads, 1u) << all;
+        }
+        if (r.name == "altered") {
+            EXPECT_EQ(r.loads, 0u) << all;
+            EXPECT_NE(r.reason.find("sha256 is " + digest + ", but " + std::string(64, 'e') + " was pinned"), std::string::npos) << r.reason;
+        }
+    }
+}
+
 // --model-server: a kepler-db folder missing locally is fetched (index first, then only the chosen file).
 TEST(KeplerDb, FolderIsFetchedFromAModelServer) {
     ScratchDir tmp;
@@ -427,7 +449,7 @@ TEST(KeplerDb, FolderIsFetchedFromAModelServer) {
     const fs::path m5 = fake_root(tmp.path / "m5", "Intel(R) Xeon(R) Platinum 8259CL CPU @ 2.50GHz", 96, 2, 377.3, 3500);
     const fs::path local = tmp.path / "cache" / "ec2-0.7.11";
     ModelSetOptions options;
-    options.model_server = url;
+    options.model_server.url = url;
     ModelSet set({parse_model_spec("db=kepler-db:" + local.string() + ",root=" + m5.string()),
                   parse_model_spec("gone=kepler-db:" + (tmp.path / "cache" / "no-such-pipeline").string() + ",root=" + m5.string())},
                  std::nullopt, options);
