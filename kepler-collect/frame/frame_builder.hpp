@@ -25,7 +25,7 @@ struct FrameInputs {
     const SourceSample* sample = nullptr;
     /// The workload of each process of `sample` (same order); nullptr when unknown.
     const std::vector<std::shared_ptr<const CgroupWorkload>>* workloads = nullptr;
-    const NodeCpuSample* node_cpu = nullptr;  // nullptr: /proc/stat could not be read this interval
+    const NodeCpuSample* node_cpu = nullptr;  // nullptr: the source measured no node CPU time
     const std::vector<keplershm_zone_sample>* zones = nullptr;
     const PodIndex* pods = nullptr;           // nullptr: no Kubernetes metadata
 };

@@ -57,8 +57,9 @@ struct SourceSample {
     uint64_t metric_mask = 0;                // enum keplershm_metric valid for this interval
     uint64_t dropped_entries = 0;            // events the source could not store (BPF map full)
     uint64_t exited_processes = 0;           // processes that ended during the interval
-    /// Node CPU time on the same clock as the processes' and cut at the same boundary, when the source
-    /// measures it (eBPF); nullopt: the collector falls back to /proc/stat.
+    /// Node CPU time on the same clock as the processes' and cut at the same boundary. Both sources set
+    /// it (eBPF per CPU; procfs as equal per-CPU shares of the processes' busy time). nullopt: the frame
+    /// goes out without node CPU time (no CPU samples, no NODE_CPU bit); /proc/stat is never read.
     std::optional<NodeCpuSample> node_cpu;
 };
 

@@ -1,8 +1,9 @@
 // collector.hpp — the kepler-collect daemon as a library: its options, the command-line parser and
 // the collection loop. kepler-collect's main() is these three calls; tests run the same code.
 //
-// The data path of one interval (see DESIGN.md): per-process source (eBPF or procfs) → node CPU time
-// (/proc/stat) → node energy (RAPL, hwmon) → workloads (cgroups, Kubernetes metadata) → one frame.
+// The data path of one interval (see DESIGN.md "The data path of one interval"): per-process source
+// (eBPF or procfs, which also measures node CPU time on the processes' clock, never from /proc/stat)
+// → node energy (RAPL, hwmon) → workloads (cgroups, Kubernetes metadata) → one frame.
 #pragma once
 
 #include <chrono>
