@@ -13,7 +13,7 @@ setup(
     long_description=open("README.md", encoding="utf-8").read() if __import__("os").path.exists("README.md") else "",
     long_description_content_type="text/markdown",
     license="Apache-2.0",
-    packages=["keplershm"],
+    packages=["keplershm", "keplershm.research"],
     python_requires=">=3.9",
     # numpy, xgboost and matplotlib come from Debian (python3-numpy, python3-xgboost, python3-matplotlib);
     # they are optional extras here so that pip never tries to download them.

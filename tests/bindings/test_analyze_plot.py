@@ -7,7 +7,8 @@ import sys
 import pytest
 
 import synthetic
-from keplershm import analyze, dataset, model, plot
+from keplershm import dataset, model
+from keplershm.research import analyze, plot
 
 PYTHON = os.environ.get("KEPLERSHM_TEST_PYTHON", sys.executable)
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -15,7 +15,7 @@ import zipfile
 import pytest
 
 from keplershm.errors import InputError
-from keplershm.kepler_model import KeplerModel, read_max_abs_scaler
+from keplershm.research.kepler_model import KeplerModel, read_max_abs_scaler
 
 PYTHON = os.environ.get("KEPLERSHM_TEST_PYTHON", sys.executable)
 DB = os.path.join(os.environ.get("KEPLERSHM_DATA_DIR", os.path.join(os.path.dirname(__file__), "..", "data")),

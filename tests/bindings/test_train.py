@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import synthetic
-from keplershm import dataset, features, model, train, validation
+from keplershm import dataset, features, model
+from keplershm.research import train, validation
 
 PYTHON = os.environ.get("KEPLERSHM_TEST_PYTHON", sys.executable)
 DATA = os.path.join(os.environ.get("KEPLERSHM_DATA_DIR", ""), "kepler-model-db")

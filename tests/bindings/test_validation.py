@@ -8,7 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from keplershm import dataset, train, validation
+from keplershm import dataset
+from keplershm.research import train, validation
 from keplershm.errors import InputError
 
 PYTHON = os.environ.get("KEPLERSHM_TEST_PYTHON", sys.executable)

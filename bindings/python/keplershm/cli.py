@@ -90,15 +90,15 @@ def main(argv=None):
         if args.command == "record":
             from .recorder import main as run
         elif args.command == "train":
-            from .train import main as run
+            from .research.train import main as run
         elif args.command == "analyze":
-            from .analyze import main as run
+            from .research.analyze import main as run
         elif args.command == "kepler-model":
-            from .kepler_model import main as run
+            from .research.kepler_model import main as run
         elif args.command == "serve-model":
             from .serve import main as run
         else:
-            from .plot import main as run
+            from .research.plot import main as run
         return run(args)
     except (InputError, KeplershmError, ValueError, OSError) as e:
         print("keplershm %s: %s" % (args.command, e), file=sys.stderr)
