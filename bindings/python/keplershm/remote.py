@@ -27,8 +27,9 @@ import sys
 import types
 
 from . import _abi
-from .errors import InvalidArgument, KeplershmError
-from .reader import SECTION_IDS, SECTIONS, ZONE_KINDS, Frame, Generation, Zone
+from .errors import InvalidArgument, KeplershmError, NoSpace
+from .reader import OK, SECTION_IDS, SECTIONS, ZONE_KINDS, Frame, Generation, Reader, Zone
+from .recording_file import Recorder, RecordResult, stop_reason
 from .schema import FieldSpec, Schema, check_fields, np
 
 STUBS_ENV = "KEPLERSHM_FEED_STUBS"
@@ -395,9 +396,6 @@ def record_remote(target, out, duration_s=None, max_bytes=0, sections=None, toke
     `token`, `tls` and `allow_plaintext_token` as for :class:`Subscriber`."""
     import secrets
     import time
-    from .errors import NoSpace
-    from .reader import Reader
-    from .recorder import OK, Recorder, RecordResult, stop_reason
     relay = "keplershm-relay-%d-%s" % (os.getpid(), secrets.token_hex(4))
     frames = missed = 0
     stopped = "duration reached"
