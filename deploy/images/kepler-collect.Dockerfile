@@ -26,7 +26,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake pkg-config python3 \
       libbpf-dev libelf-dev zlib1g-dev clang llvm bpftool \
-      libboost-dev libfmt-dev libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev \
+      libboost-dev libfmt-dev libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev libssl-dev \
  && rm -rf /var/lib/apt/lists/*
 ARG KEPLER_VMLINUX_BTF=/sys/kernel/btf/vmlinux
 WORKDIR /src
@@ -39,7 +39,7 @@ RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
  && strip --strip-debug build/bin/kepler-collect build/bin/keplershm-probe build/bin/keplershm-segment-size \
  && mkdir -p /out/bin /out/lib \
  && cp build/bin/kepler-collect build/bin/keplershm-probe build/bin/keplershm-segment-size /out/bin/ \
- && cp build/lib/libkeplershm.so.1.1.0 /out/lib/
+ && cp build/lib/libkeplershm.so.1.2.0 /out/lib/
 
 FROM scratch AS prebuilt
 COPY prebuilt/ /out/
@@ -48,13 +48,13 @@ FROM ${BINARIES} AS build
 
 FROM ${RUNTIME_BASE}
 # libbpf1, libelf1, zlib1g: loading the eBPF program; libfmt9: logging; libcurl4 + ca-certificates: pod
-# names from the API server (TLS). libc6, libstdc++6 and libgcc-s1 are in every Debian image.
+# names from the API server (TLS); libssl3: libcrypto (SHA-256). libc6, libstdc++6 and libgcc-s1 are in every Debian image.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libbpf1 libelf1 zlib1g libfmt9 libcurl4 ca-certificates \
+      libbpf1 libelf1 zlib1g libfmt9 libcurl4 libssl3 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/bin/kepler-collect /out/bin/keplershm-probe /out/bin/keplershm-segment-size /usr/local/bin/
-COPY --from=build /out/lib/libkeplershm.so.1.1.0 /usr/local/lib/
+COPY --from=build /out/lib/libkeplershm.so.1.2.0 /usr/local/lib/
 RUN ldconfig  # creates libkeplershm.so.1 from the library's SONAME
 # Root, but the pod spec (deploy/kubernetes) drops every capability except CAP_BPF and CAP_PERFMON.
 USER 0:65532

@@ -14,7 +14,7 @@ FROM ${BUILD_BASE} AS source
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake pkg-config python3 \
-      libboost-dev libfmt-dev libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev \
+      libboost-dev libfmt-dev libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev libssl-dev \
       libcivetweb-dev zlib1g-dev libxgboost-dev xgboost libzip-dev \
       libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc \
  && rm -rf /var/lib/apt/lists/*
@@ -27,7 +27,7 @@ RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
  && strip --strip-debug build/bin/kepler-estimate build/bin/kepler-feed build/bin/keplershm-probe \
  && mkdir -p /out/bin /out/lib \
  && cp build/bin/kepler-estimate build/bin/kepler-feed build/bin/keplershm-probe /out/bin/ \
- && cp build/lib/libkeplershm.so.1.1.0 /out/lib/
+ && cp build/lib/libkeplershm.so.1.2.0 /out/lib/
 
 FROM scratch AS prebuilt
 COPY prebuilt/ /out/
@@ -36,15 +36,15 @@ FROM ${BINARIES} AS build
 
 FROM ${RUNTIME_BASE}
 # libcivetweb1 + zlib1g: /metrics (gzip); libxgboost0: XGBoost models; libfmt9; libcurl4 + ca-certificates:
-# the model server; libgrpc++1.51, libgrpc29, libprotobuf32, libabsl20220623: kepler-feed. libc6, libstdc++6
-# and libgcc-s1 are in every Debian image.
+# the model server; libssl3: libcrypto (the models' SHA-256 digests); libgrpc++1.51, libgrpc29,
+# libprotobuf32, libabsl20220623: kepler-feed. libc6, libstdc++6 and libgcc-s1 are in every Debian image.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libcivetweb1 zlib1g libxgboost0 libzip4 libfmt9 libcurl4 ca-certificates \
+      libcivetweb1 zlib1g libxgboost0 libzip4 libfmt9 libcurl4 libssl3 ca-certificates \
       libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/bin/kepler-estimate /out/bin/kepler-feed /out/bin/keplershm-probe /usr/local/bin/
-COPY --from=build /out/lib/libkeplershm.so.1.1.0 /usr/local/lib/
+COPY --from=build /out/lib/libkeplershm.so.1.2.0 /usr/local/lib/
 RUN ldconfig && mkdir -p /var/lib/kepler-estimate/models && chown 65532:65532 /var/lib/kepler-estimate/models
 USER 65532:65532
 EXPOSE 9102 9106
