@@ -67,21 +67,6 @@ void UsageTotals::add(const keplershm_process& p) {
     if (p.flags & KEPLERSHM_PROC_CACHE_MISSES_VALID) cache_misses += p.cache_misses;
 }
 
-namespace {
-
-const char* runtime_name(uint32_t runtime) {
-    switch (runtime) {
-    case KEPLERSHM_RUNTIME_DOCKER: return "docker";
-    case KEPLERSHM_RUNTIME_CONTAINERD: return "containerd";
-    case KEPLERSHM_RUNTIME_CRIO: return "cri-o";
-    case KEPLERSHM_RUNTIME_PODMAN: return "podman";
-    case KEPLERSHM_RUNTIME_LIBVIRT: return "libvirt";
-    default: return "unknown";
-    }
-}
-
-}  // namespace
-
 Ledger Ledger::copy_for_export(bool processes) const {
     Ledger out(options_);
     static_cast<LedgerTotals&>(out) = *this;
@@ -152,7 +137,7 @@ ContainerEntry& Ledger::container_for(const keplershm::FrameView& frame, uint32_
             c.container_name = c.pod_name = key;
             c.namespace_name = key == kKernel ? kKernelNamespace : kSystemNamespace;
         } else if (w != nullptr) {
-            c.runtime = runtime_name(w->runtime);
+            c.runtime = std::string(keplershm::runtime_name(w->runtime));
             learn_names(c, *w, kind);
             if (kind == KEPLERSHM_WORKLOAD_POD) {
                 c.pod_key = std::string(keplershm::get_text(w->pod_uid));
@@ -167,7 +152,7 @@ ContainerEntry& Ledger::container_for(const keplershm::FrameView& frame, uint32_
         if (new_vm) {
             vm->second.vm_id = vm_id;
             vm->second.vm_name = std::string(keplershm::get_text(w->vm_name));
-            vm->second.hypervisor = runtime_name(w->runtime);
+            vm->second.hypervisor = std::string(keplershm::hypervisor_name(w->runtime));  // Kepler's values: kvm, xen, ...
         }
     }
     return c;

@@ -73,7 +73,7 @@ struct VmEntry {
     EntityEnergy energy;
     UsageTotals usage;
     std::string vm_id, vm_name;
-    std::string hypervisor;  // the collector's runtime name ("libvirt") or "unknown"
+    std::string hypervisor;  // Kepler's label: "kvm", "xen", "virtualbox", "vmware" or "unknown"
 };
 
 struct LedgerOptions {

@@ -86,7 +86,7 @@ extern "C" {
 #define KEPLERSHM_ABI_MAJOR 1
 /* Minor 1: heartbeat_count and heartbeat_realtime_ns on the heartbeat line; liveness is judged from the
  * progress of the heartbeat on each reader's own clock (PROTOCOL.md §1.3). */
-#define KEPLERSHM_ABI_MINOR 1
+#define KEPLERSHM_ABI_MINOR 2
 /* Readers accept this major and the one before it (none before 1). */
 #define KEPLERSHM_ABI_OLDEST_MAJOR 1
 
@@ -211,6 +211,13 @@ enum keplershm_runtime {
     KEPLERSHM_RUNTIME_CRIO = 3,
     KEPLERSHM_RUNTIME_PODMAN = 4,
     KEPLERSHM_RUNTIME_LIBVIRT = 5,
+    /* 1.2: the VMMs that run one process per VM, named from that process's command line */
+    KEPLERSHM_RUNTIME_QEMU = 6,             /* QEMU (KVM or TCG) started without libvirt */
+    KEPLERSHM_RUNTIME_XEN = 7,              /* QEMU as Xen's device model (-xen-domid) */
+    KEPLERSHM_RUNTIME_FIRECRACKER = 8,
+    KEPLERSHM_RUNTIME_CLOUD_HYPERVISOR = 9,
+    KEPLERSHM_RUNTIME_VIRTUALBOX = 10,
+    KEPLERSHM_RUNTIME_VMWARE = 11,
 };
 
 /* ---------------------------------------------------------------------------------------------- */

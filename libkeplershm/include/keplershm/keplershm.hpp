@@ -129,6 +129,14 @@ template <size_t N>
     return {field, n};
 }
 
+/// The name of an enum keplershm_runtime value ("docker", "containerd", "cri-o", "podman", "libvirt", "qemu",
+/// "xen", "firecracker", "cloud-hypervisor", "virtualbox", "vmware"); "unknown" for 0 and for values of
+/// newer minors.
+[[nodiscard]] std::string_view runtime_name(uint32_t runtime) noexcept;
+/// Kepler's `hypervisor` label of a VM's runtime: "kvm" (libvirt, QEMU, Firecracker, Cloud Hypervisor),
+/// "xen", "virtualbox", "vmware", else "unknown".
+[[nodiscard]] std::string_view hypervisor_name(uint32_t runtime) noexcept;
+
 /// Segment names: 1 to kMaxSegmentName characters of [A-Za-z0-9._-], not starting with '.' (a file in
 /// /dev/shm that no path trick can leave).
 inline constexpr size_t kMaxSegmentName = 200;
