@@ -439,33 +439,4 @@ ChosenCgroup choose_cgroup(const std::vector<CgroupLine>& lines) {
     return ChosenCgroup{"/", {}, WorkloadIdentity{}};
 }
 
-QemuIdentity parse_qemu_cmdline(std::string_view cmdline) {
-    QemuIdentity q;
-    const std::vector<std::string_view> args = split_cmdline(cmdline);
-    if (args.empty()) return q;
-    std::string_view program = args[0].substr(args[0].rfind('/') == std::string_view::npos ? 0 : args[0].rfind('/') + 1);
-    q.is_qemu = starts_with(program, "qemu-system-") || program == "qemu-kvm" || program == "kvm";
-    if (!q.is_qemu) return q;
-    for (size_t i = 0; i + 1 < args.size(); ++i) {
-        if (args[i] == "-name" || args[i] == "--name") {
-            std::string_view value = args[i + 1];
-            const size_t guest = value.find("guest=");
-            if (guest != std::string_view::npos) value = value.substr(guest + 6);
-            // QEMU option syntax: ',' separates options, ",," is a literal comma.
-            std::string name;
-            for (size_t k = 0; k < value.size() && name.size() < 256; ++k) {
-                if (value[k] == ',') {
-                    if (k + 1 < value.size() && value[k + 1] == ',') { name.push_back(','); ++k; continue; }
-                    break;
-                }
-                name.push_back(value[k]);
-            }
-            q.name = name;
-        } else if (args[i] == "-uuid" || args[i] == "--uuid") {
-            if (args[i + 1].size() <= 64) q.uuid = std::string(args[i + 1]);
-        }
-    }
-    return q;
-}
-
 }  // namespace kepler::collect

@@ -84,12 +84,4 @@ struct ChosenCgroup {
 /// Decodes systemd unit-name escapes ("\x2d" → "-").
 [[nodiscard]] std::string systemd_unescape(std::string_view text);
 
-/// A qemu command line (NUL-separated /proc/<pid>/cmdline): -name guest=NAME,... and -uuid UUID.
-struct QemuIdentity {
-    bool is_qemu = false;
-    std::string name;
-    std::string uuid;
-};
-[[nodiscard]] QemuIdentity parse_qemu_cmdline(std::string_view cmdline);
-
 }  // namespace kepler::collect

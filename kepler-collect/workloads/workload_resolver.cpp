@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "common/text_io.hpp"
+#include "workloads/vm_identity.hpp"
 
 namespace kepler::collect {
 
@@ -155,16 +156,30 @@ std::shared_ptr<const CgroupWorkload> WorkloadResolver::read_workload(const Proc
     // Published under its owner: a user can name a scope after any container (owned_container_id).
     w->identity.container_id = owned_container_id(w->identity.container_id, w->identity.rootless_uid);
 
-    // qemu: the VM's name and UUID are on its command line (libvirt or hand-started).
-    if (starts_with(comm, "qemu") || comm == "kvm" || w->identity.kind == KEPLERSHM_WORKLOAD_VM) {
-        const QemuIdentity q = parse_qemu_cmdline(read_text_file(base + "/cmdline", 256 * 1024).text);
-        if (q.is_qemu) {
-            if (w->identity.kind == KEPLERSHM_WORKLOAD_SYSTEM) w->identity.kind = KEPLERSHM_WORKLOAD_VM;
-            if (!q.name.empty()) w->identity.vm_name = q.name;
-            if (!q.uuid.empty()) w->identity.vm_id = q.uuid;
-        }
-    }
+    if (w->identity.kind == KEPLERSHM_WORKLOAD_VM || may_run_a_vm(comm)) name_vm(p.key, base, w->identity);
     return w;
+}
+
+bool WorkloadResolver::may_run_a_vm(std::string_view comm) {
+    // comm is cut at 15 bytes ("qemu-system-x86", "cloud-hyperviso"); the command line decides.
+    for (const std::string_view vmm : {"qemu", "kvm", "firecracker", "cloud-hyperviso", "VBoxHeadless", "VirtualBoxVM", "vmware-vmx"}) {
+        if (starts_with(comm, vmm)) return true;
+    }
+    return false;
+}
+
+void WorkloadResolver::name_vm(const ProcessKey& key, const std::string& base, WorkloadIdentity& identity) const {
+    const std::string cmdline = read_text_file(base + "/cmdline", 256 * 1024).text;
+    const std::optional<VmProcess> vm = identify_vm_process(cmdline);
+    if (!vm) return;
+    // A host's VMM is the VM; libvirt's scope said so already and keeps its runtime. A VMM inside a
+    // container or pod (KubeVirt's virt-launcher) stays that container's, with the VM's names beside it.
+    if (identity.kind == KEPLERSHM_WORKLOAD_SYSTEM) identity.kind = KEPLERSHM_WORKLOAD_VM;
+    if (identity.runtime == KEPLERSHM_RUNTIME_UNKNOWN) identity.runtime = vm->runtime;
+    if (!vm->name.empty()) identity.vm_name = vm->name;
+    if (!vm->id.empty()) identity.vm_id = vm->id;
+    if (identity.vm_id.empty()) identity.vm_id = derived_vm_id(cmdline, key.tgid, key.start_ticks);
+    if (identity.vm_name.empty()) identity.vm_name = default_vm_name(identity.runtime, identity.vm_id);
 }
 
 std::optional<uint32_t> WorkloadResolver::cgroup_owner(const ChosenCgroup& chosen) const {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -70,6 +71,10 @@ private:
     /// The owner of the directory of `chosen.identity.owner_decides` in the hierarchy `chosen` was read
     /// from; nothing when it cannot be read.
     std::optional<uint32_t> cgroup_owner(const ChosenCgroup& chosen) const;
+    /// A comm that a VMM's process may have (the command line is read only for these).
+    static bool may_run_a_vm(std::string_view comm);
+    /// Names the VM a VMM process runs (vm_id, vm_name, runtime) from its command line, when it runs one.
+    void name_vm(const ProcessKey& key, const std::string& base, WorkloadIdentity& identity) const;
 
     struct Cached {
         std::shared_ptr<const CgroupWorkload> workload;

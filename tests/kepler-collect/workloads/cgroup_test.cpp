@@ -319,15 +319,6 @@ TEST(ProcCgroup, HostProcessInTheRootIsSystem) {
     EXPECT_EQ(chosen.identity.kind, static_cast<uint32_t>(KEPLERSHM_WORKLOAD_SYSTEM));
 }
 
-TEST(Qemu, NameWithEscapedCommaAndUuidFromTheCommandLine) {
-    const QemuIdentity q = parse_qemu_cmdline(fixture("qemu_cmdline.bin"));
-    EXPECT_TRUE(q.is_qemu);
-    EXPECT_EQ(q.name, "ubuntu22,lts");
-    EXPECT_EQ(q.uuid, "c7a5fdbd-cdaf-9455-926a-d65c16db1809");
-    EXPECT_FALSE(parse_qemu_cmdline(std::string("/usr/bin/bash\0-name\0x\0", 22)).is_qemu);
-    EXPECT_FALSE(parse_qemu_cmdline("").is_qemu);
-}
-
 TEST(Mountinfo, CgroupMountsOfAHybridHost) {
     const CgroupMounts m = parse_cgroup_mounts(fixture("mountinfo.txt"));
     EXPECT_EQ(m.unified, "/sys/fs/cgroup/unified");
