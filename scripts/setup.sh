@@ -14,8 +14,8 @@ packages=(
   # civetweb: kepler-estimate's /metrics server (the one prometheus-cpp embeds)
   libboost-dev prometheus-cpp-dev libcivetweb-dev libxgboost-dev xgboost libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  # JSON, CLI parsing, HTTP client (kubelet, model server), zip archives (Kepler's model DB)
-  nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev libzip-dev
+  # JSON, CLI parsing, HTTP client (kubelet, model server), SHA-256 (OpenSSL), zip archives (Kepler's model DB)
+  nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev libssl-dev libzip-dev
   # benchmark baselines (unix-socket JSON path)
   rapidjson-dev libsimdjson-dev
   # kepler-feed: gRPC and protobuf (C++ code and Python stubs generated at build time), the Python client,
@@ -31,6 +31,8 @@ packages=(
   # debootstrap; runc where crun refuses cgroup hybrid mode (deploy/containers/podman-env.sh)
   podman crun runc conmon catatonit netavark aardvark-dns iptables uidmap slirp4netns fuse-overlayfs
   containernetworking-plugins golang-github-containers-common debootstrap curl
+  # VMs as hosts run them: a real QEMU guest (TCG, no KVM needed) in the VM end-to-end test
+  qemu-system-x86
 )
 
 missing=()

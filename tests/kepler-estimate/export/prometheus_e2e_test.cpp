@@ -1,12 +1,14 @@
 // End to end: a test writer or the real collector publishes frames, the kepler-estimate binary
 // serves /metrics, a real Prometheus server scrapes it, and PromQL says that the containers' energy
-// sums to the node's, that no counter ever went backwards (across a writer restart), and that the
-// queries of Kepler's dashboards return data for each name set.
+// sums to the node's, that no counter ever went backwards (across a writer restart), that the
+// queries of Kepler's dashboards return data for each name set, and that real QEMU guests are VMs.
 #include <curl/curl.h>
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <map>
 #include <functional>
@@ -15,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "support/metric_series.hpp"
 #include "support/subprocess.hpp"
 #include "support/test_frames.hpp"
 
@@ -346,5 +349,126 @@ TEST(PrometheusEndToEnd, FedByTheRealCollector) {
 
     expect_conserved_and_monotonic(prometheus_port, node);
     EXPECT_EQ(query(prometheus_port, "sum(kepler_model_info{selected=\"true\",model=\"curve\"})"), 1.0);
+}
+#endif
+
+#ifdef COLLECT_BINARY
+namespace {
+
+/// A one-sector disk whose boot code spins (`jmp $`: a busy guest) or halts with interrupts off (an idle one).
+fs::path boot_sector(const fs::path& dir, const std::string& name, bool busy) {
+    std::string sector(512, '\0');
+    const std::string code = busy ? std::string("\xEB\xFE", 2) : std::string("\xFA\xF4\xEB\xFD", 4);  // jmp $ | cli; hlt; jmp
+    sector.replace(0, code.size(), code);
+    sector[510] = '\x55';
+    sector[511] = '\xAA';
+    std::ofstream(dir / name, std::ios::binary) << sector;
+    return dir / name;
+}
+
+/// The value of `label` on the first series of `family` carrying every label of `want` ("" when none).
+std::string label_of(const std::vector<prometheus::MetricFamily>& families, const std::string& family, const Labels& want,
+                     const std::string& label) {
+    for (const auto& f : families) {
+        if (f.name != family) continue;
+        for (const auto& m : f.metric) {
+            auto has = [&](const std::string& k, const std::string& v) {
+                return std::any_of(m.label.begin(), m.label.end(), [&](const auto& l) { return l.name == k && l.value == v; });
+            };
+            if (!std::all_of(want.begin(), want.end(), [&](const auto& w) { return has(w.first, w.second); })) continue;
+            for (const auto& l : m.label) {
+                if (l.name == label) return l.value;
+            }
+        }
+    }
+    return {};
+}
+
+std::vector<prometheus::MetricFamily> scrape_families(int port) {
+    std::string text;
+    if (http_get(fmt::format("http://127.0.0.1:{}/metrics", port), text) != 200) return {};
+    return parse_exposition(text);
+}
+
+}  // namespace
+
+// Real QEMU guests (TCG: no KVM needed): one started by hand without -uuid spinning, one with -uuid idle.
+// Both are VMs with Kepler's labels; the one without an id gets a stable one; the busy guest's energy is
+// its qemu process's energy; Kepler's VM panels have data.
+TEST(PrometheusEndToEnd, QemuGuestsAreVmsWithKeplersLabels) {
+    const fs::path qemu = "/usr/bin/qemu-system-x86_64";
+    if (!fs::exists(qemu)) GTEST_SKIP() << "no QEMU (Debian package qemu-system-x86)";
+    if (!fs::exists("/usr/bin/prometheus")) GTEST_SKIP() << "no Prometheus server (Debian package prometheus)";
+    TempDir dir;
+    FakeRapl rapl(dir.path() / "sys");
+    const std::string uuid = "5a1c2f0e-9b7d-4c3a-8e21-0f6d4b9a7c11";
+    auto guest = [&](const std::string& name, bool busy, std::vector<std::string> extra) {
+        std::vector<std::string> argv = {qemu.string(), "-name", "guest=" + name + ",debug-threads=on", "-machine", "pc", "-m", "64",
+                                         "-display", "none", "-nodefaults", "-drive",
+                                         "file=" + boot_sector(dir.path(), name + ".img", busy).string() + ",format=raw"};
+        argv.insert(argv.end(), extra.begin(), extra.end());
+        return std::make_unique<Child>(argv, (dir.path() / (name + ".log")).string());
+    };
+    const auto busy_vm = guest("kshmvm", true, {});
+    const auto idle_vm = guest("kshmuuid", false, {"-uuid", uuid});
+
+    const std::string segment = unique_segment_name("e2e-vm");
+    const SegmentCleanup cleanup{segment};
+    auto start_collector = [&](const std::string& log) {
+        return std::make_unique<Child>(std::vector<std::string>{COLLECT_BINARY, "--shm-name", segment, "--interval", "250ms", "--source",
+                                                                "procfs", "--kube", "off", "--sysfs-root", (dir.path() / "sys").string(),
+                                                                "--replace-live"},
+                                       (dir.path() / log).string());
+    };
+    auto collector = start_collector("collector-1.log");
+    const int port = free_port();
+    Child estimator({ESTIMATE_BINARY, "--shm-name", segment, "--listen", fmt::format("127.0.0.1:{}", port), "--metric-names", "both",
+                     "--process-metrics", "--max-process-series", "2000"},
+                    (dir.path() / "estimator.log").string());
+    const Labels busy = {{"vm_name", "kshmvm"}, {"zone", "package"}};
+    ASSERT_FALSE(scrape_when_ready(port, "vm_name=\"kshmvm\"").empty()) << read_file((dir.path() / "collector-1.log").string());
+    auto families = scrape_families(port);
+    const std::string id = label_of(families, "kepler_vm_cpu_joules_total", busy, "vm_id");
+    EXPECT_EQ(id.size(), 16u) << "derived from the command line and the process";
+    EXPECT_EQ(label_of(families, "kepler_vm_cpu_joules_total", busy, "hypervisor"), "kvm");
+    EXPECT_EQ(label_of(families, "kepler_vm_cpu_joules_total", {{"vm_name", "kshmuuid"}}, "vm_id"), uuid);
+    EXPECT_EQ(label_of(families, "kepler_vm_cpu_joules_total", {{"vm_name", "kshmuuid"}}, "hypervisor"), "kvm");
+    EXPECT_TRUE(series_value(families, "kepler_vm_package_joules_total", {{"vm_id", id}, {"vm_name", "kshmvm"}})) << "Kepler 0.7's names";
+
+    // The VM's energy is its qemu process's energy, and a spinning guest keeps that process busy.
+    const std::string pid = std::to_string(busy_vm->pid());
+    auto sample = [&] {
+        const auto f = scrape_families(port);  // one scrape: every series from the same frame
+        return std::array<double, 3>{series_sum(f, "kepler_vm_cpu_joules_total", {{"vm_id", id}, {"zone", "package"}}),
+                                     series_sum(f, "kepler_process_cpu_joules_total", {{"pid", pid}, {"zone", "package"}}),
+                                     series_sum(f, "kepler_process_cpu_seconds_total", {{"pid", pid}})};
+    };
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    const auto a = sample();
+    const auto started = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(std::chrono::seconds(6));
+    const auto b = sample();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    EXPECT_GT(b[0] - a[0], 0.0);
+    EXPECT_NEAR(b[0] - a[0], b[1] - a[1], 1e-6 * b[0]) << "the VM is exactly its qemu process";
+    EXPECT_GT((b[2] - a[2]) / seconds, 0.2) << "a spinning guest keeps its qemu busy";
+
+    // A new collector names the same VM process with the same id.
+    collector.reset();
+    collector = start_collector("collector-2.log");
+    const double before = series_sum(scrape_families(port), "kepler_vm_cpu_joules_total", {{"vm_id", id}, {"zone", "package"}});
+    ASSERT_TRUE(wait_for([&] {
+        return series_sum(scrape_families(port), "kepler_vm_cpu_joules_total", {{"vm_id", id}, {"zone", "package"}}) > before + 1.0;
+    }, std::chrono::seconds(30))) << read_file((dir.path() / "collector-2.log").string());
+
+    const int prometheus_port = free_port();
+    Child prometheus = start_prometheus(dir.path(), port, prometheus_port);
+    const std::string panel = "sum by (vm_name, hypervisor) (rate(kepler_vm_cpu_joules_total{zone=\"package\",vm_name=\"kshmvm\"}[1m]))";
+    ASSERT_TRUE(wait_for([&] { return query(prometheus_port, panel + " > 0").has_value(); }, std::chrono::seconds(60)))
+        << read_file((dir.path() / "prometheus.log").string());
+    EXPECT_EQ(query(prometheus_port, "count(count by (vm_id) (kepler_vm_cpu_joules_total{vm_name=\"kshmvm\"}))"), 1.0)
+        << "one id across the collector's restart";
+    EXPECT_TRUE(query(prometheus_port, "sum by (vm_name) (kepler_vm_cpu_watts{hypervisor=\"kvm\"})"));
+    EXPECT_TRUE(query(prometheus_port, "sum by (vm_name) (irate(kepler_vm_package_joules_total[1m]))"));
 }
 #endif
