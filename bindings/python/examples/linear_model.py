@@ -2,8 +2,8 @@
 """A numpy-only linear power model that answers the collector's live frames (the estimates channel).
 
     # fit on a recording with measured power, then serve on the live segment:
-    python3 linear_model.py --fit run.kshm --shm-name kepler --out kepler-est-linear
-    kepler-estimate --shm-name kepler --model linear=external:kepler-est-linear   # A/B against the others
+    python3 linear_model.py --fit run.kshm --shm-name keplershm --out kepler-est-linear
+    kepler-estimate --shm-name keplershm --model linear=external:kepler-est-linear   # A/B against the others
 
 Per zone the model is watts = intercept + Σ coefficient × feature, fitted by least squares over the
 node features of MODELS.md that every frame of the recording has (computed here by the same code the

@@ -1,6 +1,6 @@
 """Serving a model over the estimates channel: follow the collector's live frames and answer each one.
 
-``python3 -m keplershm serve-model --shm-name kepler --out kepler-est-mine --model models/mine`` loads an
+``python3 -m keplershm serve-model --shm-name keplershm --out kepler-est-mine --model models/mine`` loads an
 XGBoost model directory (MODELS.md) or ``curve[:idle_w=..,max_w=..]``, computes each frame's node
 features exactly as kepler-estimate does, and publishes the predicted watts per zone through
 :func:`keplershm.publish_estimates`. :func:`follow` is the loop alone, for models of your own (see
