@@ -6,6 +6,9 @@ reports (``keplershm_record_size`` and ``keplershm_schema``): a mismatch means t
 built for a different layout, and reading with them would give wrong numbers silently, so import
 fails with :class:`~keplershm.errors.LayoutMismatch` instead.
 
+tests/bindings/test_abi_layout.py (python.abi_layout) checks every mirror here, and the constants,
+against the headers as a C compiler lays them out: change the header and this file together.
+
 Record data itself is never read through these mirrors: numpy dtypes are built from the schema that
 each segment or recording publishes (see :mod:`keplershm.schema`).
 """
