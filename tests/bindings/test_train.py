@@ -56,14 +56,20 @@ def test_train_writes_a_model_kepler_estimate_can_load(recording, tmp_path):
         assert set(meta["training"]["mae_w"][split]) == {"package", "dram"}
     # The law is learnable: random-split error is small against ~60 W.
     assert meta["training"]["mae_w"]["random_split"]["package"] < 2.0
-    # Every fold is kept, and the model's expected error (what kepler-estimate exports) is the mean fold MAE.
+    # Every fold is kept, and the model's expected error (what kepler-estimate exports) is the nested mean:
+    # each fold graded on the choice made without it.
     folds = meta["training"]["blocked_cv"]["package"]["folds"]
     assert len(folds) == 5 and sum(f["rows"] for f in folds) == 240
-    assert meta["expected_error_w"]["package"] == meta["training"]["mae_w"]["blocked_cv_mean"]["package"]
+    nested = meta["training"]["nested"]["package"]
+    assert len(nested["folds"]) == 5 and nested["worst_mae_w"] == max(f["mae_w"] for f in nested["folds"])
+    assert meta["expected_error_w"]["package"] == nested["mean_mae_w"]
+    assert meta["training"]["rule"] == "forward worst"
     chosen = meta["training"]["chosen"]["package"]
     candidates = meta["training"]["candidates"]["package"]
     assert set(candidates) == set(train.CANDIDATES)
-    assert candidates[chosen]["mean_mae_w"] == min(c["mean_mae_w"] for c in candidates.values())
+    assert all(len(c["forward_mae_w"]) == 4 for c in candidates.values())
+    assert max(candidates[chosen]["forward_mae_w"]) == min(max(c["forward_mae_w"]) for c in candidates.values())
+    assert meta["serves"]["node"] is True and meta["serves"]["csv_only_features"] == []
     loaded = model.load_model(out)
     table = dataset.load(recording)
     predicted = loaded.predict(table)["package"]
@@ -97,6 +103,36 @@ def test_kepler_csv_mapping(tmp_path):
     assert table.X[5].tolist() == [5000.0, 15.0, 5.0]  # 15000 ms per 3 s; 45 cycles per 3 s; raw
     assert set(table.targets) == {"package", "dram"}  # core_power is all zero: not measured
     assert dataset.load_kepler_csv(str(csv), "us").X[5][0] == 5.0
+
+
+def test_csv_only_columns_need_the_flag(tmp_path):
+    csv = tmp_path / "k.csv"
+    csv.write_text("timestamp,bpf_cpu_time_us,kubelet_cpu_usage,package_power,dram_power\n" + "".join(
+        "%d,%d,%d,%f,%f\n" % (100 + 3 * i, 3000 * (i % 7), (i * 5) % 11, 10 + 2 * (i % 7), 2 + (i % 3))
+        for i in range(40)))
+    table = dataset.load(str(csv))
+    assert train.choose_features(table) == ["cpu_time_ms_per_s"], "a default model is one a node can serve"
+    assert train.choose_features(table, csv_columns=True) == ["cpu_time_ms_per_s", "csv:kubelet_cpu_usage"]
+    assert train.choose_features(table, ["csv:kubelet_cpu_usage"]) == ["csv:kubelet_cpu_usage"], "named: kept"
+    out = str(tmp_path / "node")
+    result = run("train", str(csv), "--out", out, "--rounds", "10")
+    assert result.returncode == 0, result.stderr
+    assert "feature csv:kubelet_cpu_usage left out" in result.stderr and "will refuse" not in result.stderr
+    meta = json.load(open(os.path.join(out, "model.json")))
+    assert [f["name"] for f in meta["features"]] == ["cpu_time_ms_per_s"]
+    assert meta["serves"] == {"node": True, "csv_only_features": [], "where": meta["serves"]["where"]}
+    out = str(tmp_path / "offline")
+    result = run("train", str(csv), "--out", out, "--rounds", "10", "--csv-columns")
+    assert result.returncode == 0, result.stderr
+    assert "kepler-estimate will refuse this model on a node" in result.stderr
+    meta = json.load(open(os.path.join(out, "model.json")))
+    assert meta["serves"]["node"] is False and meta["serves"]["csv_only_features"] == ["csv:kubelet_cpu_usage"]
+    # A CSV with nothing a node computes says which flag would train on what it has.
+    only = tmp_path / "only.csv"
+    only.write_text("timestamp,kubelet_cpu_usage,package_power\n" + "".join(
+        "%d,%d,%f\n" % (100 + 3 * i, i % 11, 10 + i % 5) for i in range(40)))
+    result = run("train", str(only), "--out", str(tmp_path / "none"))
+    assert result.returncode == 2 and "need --csv-columns" in result.stderr, result.stderr
 
 
 @pytest.mark.skipif(not os.path.isdir(DATA), reason="tests/data/kepler-model-db not present")

@@ -132,6 +132,65 @@ def test_the_choice_is_checked_on_each_fold_it_did_not_see():
     assert train.lowest_mean({"a": [1.0, 3.0], "b": [2.0, 2.0]}) == "a", "ties: the first listed"
 
 
+def _knn(X_train, y_train, X_test, k=3):
+    """Interpolates well, and is flat beyond the training range (as trees are)."""
+    nearest = np.argsort(np.abs(X_test[:, :1] - X_train[:, 0][None, :]), axis=1)[:, :k]
+    return y_train[nearest].mean(axis=1)
+
+
+def _line(X_train, y_train, X_test):
+    """Misses every wiggle, and extrapolates."""
+    slope, offset = np.linalg.lstsq(np.c_[X_train[:, 0], np.ones(len(X_train))], y_train, rcond=None)[0]
+    return X_test[:, 0] * slope + offset
+
+
+def _later_regime(n=500):
+    """Load that stays within one range for 60 % of the time and then grows past it."""
+    rng = np.random.default_rng(1)
+    time_s = np.arange(n, dtype=float)
+    x = (20 + 30 * np.clip(time_s / n - 0.6, 0, None) / 0.4) * rng.uniform(0, 1, n)
+    return x[:, None], 3 * x + 4 * np.sin(2 * x) + rng.normal(0, 0.1, n), time_s
+
+
+def test_forward_folds_train_on_earlier_blocks_only():
+    X, y, time_s = _later_regime()
+    seen = []
+    validation.forward_cv(lambda X_train, y_train, X_test: seen.append((X_train[:, 0].copy(), X_test[:, 0].copy()))
+                          or np.zeros(len(X_test)), X, y, time_s, 5)
+    blocks = [test for _, test in validation.blocked_folds(time_s, 5)]
+    assert len(seen) == 4
+    for k, (trained_on, tested_on) in enumerate(seen, start=1):
+        assert trained_on.tolist() == X[np.concatenate(blocks[:k]), 0].tolist()
+        assert tested_on.tolist() == X[blocks[k], 0].tolist()
+
+
+def test_the_rule_picks_the_model_that_extrapolates_when_a_later_regime_exists(monkeypatch):
+    # Two stand-in candidates through train's own evaluation: nearest neighbours win every fold that has
+    # training rows on both sides (blocked CV's mean picks them), the line wins where load goes past what
+    # came before (the forward folds, and the last fifth).
+    monkeypatch.setattr(train, "CANDIDATES", {"knn": train.Candidate("knn", {"kind": "knn"}, False),
+                                              "line": train.Candidate("line", {"kind": "line"}, False)})
+    monkeypatch.setattr(train, "fit_predict_with", lambda params, rounds: _knn if params["kind"] == "knn" else _line)
+    X, y, time_s = _later_regime()
+    result = train.evaluate_zone(X, y, time_s, ["x"], list(train.CANDIDATES.values()))
+    assert train.RULE == "forward worst" and result.chosen == "line"
+    assert result.candidates["knn"].mean_mae_w < result.candidates["line"].mean_mae_w, "blocked mean prefers knn"
+    assert max(f.mae_w for f in result.forward["knn"]) > 2 * max(f.mae_w for f in result.forward["line"])
+    # Nested: the last fifth is graded on the choice made from the first four, and the rule still picks the line.
+    assert result.nested[-1] == ("line", result.candidates["line"].folds[-1].mae_w) and result.nested[-1][1] < 3
+    old = train.nested_choice(result.candidates, result.forward, train.BLOCKED_MEAN)
+    assert old[-1][0] == "knn" and old[-1][1] > 2 * result.nested[-1][1], "the old rule extrapolates badly"
+    assert train.evaluate_zone(X, y, time_s, ["x"], list(train.CANDIDATES.values()), rule=train.BLOCKED_MEAN).chosen \
+        == "knn"
+
+
+def test_forward_rules_fall_back_to_blocked_folds_without_forward_ones():
+    scores = {"a": train.Scores([1.0, 2.5], []), "b": train.Scores([2.0, 2.0], [])}
+    assert train.RULES["forward worst"](scores) == "b" and train.RULES["forward mean"](scores) == "a"
+    assert train.RULES["forward worst"]({"a": train.Scores([1.0], [9.0, 1.0]), "b": train.Scores([5.0], [3.0, 3.0])}) \
+        == "b"
+
+
 def test_monotone_constraints_cover_physical_features_only():
     assert train.monotone_constraints(["cpu_time_ms_per_s", "cpu_count", "cycles_per_s",
                                        "csv:cgroupfs_memory_usage_bytes"]) == "(1,0,1,0)"
@@ -187,6 +246,6 @@ def test_the_accuracy_table_command_prints_the_readme_rows():
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("| feature group | zone | chosen | blocked CV MAE per fold")
+    assert lines[0].startswith("| feature group | zone | nested MAE per fold")
     assert [line.split(" | ")[1] for line in lines[2:]] == ["package", "dram"]
     assert "4.68 (GradientBoosting)" in lines[2]

@@ -32,12 +32,16 @@ def _parser():
     t.add_argument("input", help="keplershm recording, or Kepler model-db CSV")
     t.add_argument("--out", required=True, help="model directory to write (model.json + <zone>.json)")
     t.add_argument("--name", help="model name (default: the directory name)")
-    t.add_argument("--features", help="comma-separated feature names (default: every available feature)")
+    t.add_argument("--features", help="comma-separated feature names (default: every available feature that "
+                                      "kepler-estimate computes from frames)")
+    t.add_argument("--csv-columns", action="store_true",
+                   help="without --features: also train on the CSV-only columns (cgroupfs_*, kubelet_*); "
+                        "kepler-estimate refuses such a model on a node")
     t.add_argument("--rounds", type=int, default=200, help="boosting rounds (default 200)")
     t.add_argument("--seed", type=int, default=0, help="seed of the random split (default 0)")
     t.add_argument("--folds", type=int, default=5, help="contiguous time blocks of the blocked cross-validation "
                                                         "(default 5)")
-    t.add_argument("--candidates", help="comma-separated boosters to choose among by blocked CV (default "
+    t.add_argument("--candidates", help="comma-separated boosters to choose among (default "
                                         "monotone,monotone-shallow,unconstrained,regularized)")
     t.add_argument("--csv-cpu-time-unit", choices=("ms", "us"), default="ms",
                    help="unit of the CSV's bpf_cpu_time_us column (default ms: see README)")

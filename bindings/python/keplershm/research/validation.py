@@ -64,6 +64,20 @@ def blocked_cv(fit_predict, X, y, time_s, folds=FOLDS):
                      float(np.mean(mapes)) if mapes else float("nan"), predicted)
 
 
+def forward_cv(fit_predict, X, y, time_s, folds=FOLDS):
+    """[Fold] of forward chaining over blocked_folds()' blocks: block k (k = 1 .. folds-1) predicted by a
+    model trained on blocks 0 .. k-1 only. Unlike blocked CV, no fold is predicted with the help of rows
+    after it, so a candidate is graded on what it makes of load it has not reached yet, the regime change
+    that a model in service meets (and blocked CV's middle folds never ask about)."""
+    blocks = [test for _, test in blocked_folds(time_s, folds)]
+    results = []
+    for index in range(1, len(blocks)):
+        train, test = np.concatenate(blocks[:index]), blocks[index]
+        mae, mape = errors(y[test], fit_predict(X[train], y[train], X[test]))
+        results.append(Fold(index, float(time_s[test].min()), float(time_s[test].max()), int(len(test)), mae, mape))
+    return results
+
+
 def random_split(fit_predict, X, y, seed=0, fraction=RANDOM_TRAIN_FRACTION):
     """(MAE, MAPE) of a seeded random `fraction`/rest split: what most published model tables report."""
     n = len(y)
