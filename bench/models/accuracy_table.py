@@ -31,7 +31,7 @@ PUBLISHED = {"Basic": "4.07 (GradientBoosting)", "CounterOnly": "4.68 (GradientB
              "BPFOnly": "11.63 (KNeighbors); linear 23.09", "BPFIRQ": "12.49 (GradientBoosting); linear 21.99"}
 # (group, label, features, csv_columns): train's defaults per CSV, and Basic with its CSV-only columns
 # (--csv-columns: cgroupfs, kubelet), a model kepler-estimate refuses on a node, for comparison.
-ROWS = [("Basic", "", None, False), ("Basic", "with CSV-only columns²", None, True),
+ROWS = [("Basic", "¹", None, False), ("Basic", ", with CSV-only columns²", None, True),
         ("CounterOnly", "", None, False), ("BPFOnly", "", None, False), ("BPFIRQ", "", None, False)]
 ZONES = ("package", "dram")
 
@@ -67,7 +67,7 @@ def table_rows(data, groups, rounds, folds):
             nested = [mae for _, mae in r.nested]
             plain = r.candidates["unconstrained"]
             yield ("| %s | %s | %s | **%.2f** | **%.2f** | %s | %.2f | %s: %.2f / %.2f | %.2f / %.2f |" % (
-                "%s%s" % (group, ", " + label if label else ""), zone, nested_text(r), np.mean(nested), max(nested),
+                group + label, zone, nested_text(r), np.mean(nested), max(nested),
                 PUBLISHED.get(group, "—") if zone == "package" else "—", r.random_split[0], r.chosen,
                 r.blocked_cv.mean_mae_w, r.blocked_cv.worst_mae_w, plain.mean_mae_w, plain.worst_mae_w))
 

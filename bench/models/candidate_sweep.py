@@ -87,16 +87,22 @@ def fit_predict_with(params, rounds):
     return fit_predict
 
 
+def title(group, csv_columns, zone):
+    """Column titles as in the README's tables, written when Basic's default was all columns: "Basic" is
+    Basic with its CSV-only columns, "Basic frame" train's default (the frame features)."""
+    return "%s%s %s" % (group, " frame" if group == "Basic" and not csv_columns else "", zone)
+
+
 def zones_of(data, rows):
     """(title, feature names, X, y, time_s) per row of `rows` and zone, measured rows only."""
-    for group, label, features in rows:
+    for group, label, features, csv_columns in rows:
         table = load(os.path.join(data, "nx12_rapl_abs_%s.csv" % group))
-        names = train.choose_features(table, features)
+        names = train.choose_features(table, features, csv_columns)
         X_all = select_columns(table, names, "measured")
         for zone in ZONES:
             measured = ~np.isnan(table.targets[zone])
-            yield ("%s%s %s" % (group, " frame" if features else "", zone), names, X_all[measured],
-                   table.targets[zone][measured], table.time_s[measured])
+            yield (title(group, csv_columns, zone), names, X_all[measured], table.targets[zone][measured],
+                   table.time_s[measured])
 
 
 def sweep(data, rows):
@@ -139,9 +145,9 @@ def history_features(data, rows):
     heats the package and shifts power at the same CPU time). Not servable by kepler-estimate today:
     frames carry no history, so this is a measurement of the direction, not a candidate."""
     out = {}
-    for group, label, features in rows:
+    for group, label, features, csv_columns in rows:
         table = load(os.path.join(data, "nx12_rapl_abs_%s.csv" % group))
-        names = train.choose_features(table, features)
+        names = train.choose_features(table, features, csv_columns)
         if "cpu_time_ms_per_s" not in names:
             continue  # CounterOnly: no CPU time to average
         order = np.argsort(table.time_s, kind="stable")
@@ -159,7 +165,7 @@ def history_features(data, rows):
                        for c in train.CANDIDATES.values()}
                 chosen = train.lowest_mean({n: [f.mae_w for f in cv.folds] for n, cv in cvs.items()})
                 cells.append("%.2f / %.2f (%s)" % (cvs[chosen].mean_mae_w, cvs[chosen].worst_mae_w, chosen))
-            out["%s%s %s" % (group, " frame" if features else "", zone)] = cells
+            out[title(group, csv_columns, zone)] = cells
     return out
 
 
