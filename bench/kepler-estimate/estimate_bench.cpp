@@ -11,14 +11,14 @@
 #include <memory>
 #include <thread>
 
-#include "app/estimator.hpp"
+#include "pipeline/estimator.hpp"
 #include "app/runner.hpp"
 #include "attribute/attribution.hpp"
 #include "export/prometheus_export.hpp"
 #include "model/xgboost_model.hpp"
 #include "publish/estimates_publisher.hpp"
 
-using namespace kepler_estimate;
+using namespace kepler::estimate;
 namespace fs = std::filesystem;
 
 namespace {
@@ -269,7 +269,7 @@ BENCHMARK(BM_FrameDuringScrape)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::
 }  // namespace
 
 int main(int argc, char** argv) {
-    kepler_estimate::configure_heap();  // the heap the estimator runs with, or scrapes measure page faults
+    kepler::estimate::configure_heap();  // the heap the estimator runs with, or scrapes measure page faults
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     benchmark::RunSpecifiedBenchmarks();

@@ -9,7 +9,7 @@
 #include <memory>
 #include <optional>
 
-#include "common/log.hpp"
+#include "support/log/log.hpp"
 #include "common/text_io.hpp"
 #include "energy/energy.hpp"
 #include "frame/frame_builder.hpp"
@@ -17,6 +17,7 @@
 #include "kepler_collect/collector.hpp"
 #include "keplershm/keplershm.hpp"
 #include "sources/process_source.hpp"
+#include "support/build/build_info.hpp"
 #include "workloads/kube_metadata.hpp"
 #include "workloads/workload_resolver.hpp"
 
@@ -24,7 +25,9 @@ namespace kepler::collect {
 
 namespace {
 
-constexpr uint32_t kWriterVersion = (0u << 16) | (1u << 8) | 0u;  // 0.1.0
+// The header's writer_version: major << 16 | minor << 8 | patch of the project's version (CMake).
+constexpr uint32_t kWriterVersion =
+    (kepler::support::kBuild.major << 16) | (kepler::support::kBuild.minor << 8) | kepler::support::kBuild.patch;
 constexpr std::chrono::nanoseconds kMaxHeartbeatGap = std::chrono::seconds(1);
 
 std::unique_ptr<KubeMetadata> make_metadata(const CollectorOptions& o, const std::string& node) {
@@ -46,13 +49,6 @@ std::unique_ptr<KubeMetadata> make_metadata(const CollectorOptions& o, const std
     }
     log_info("metadata: pods of node {} from {}", node, k.kubelet_url.empty() ? k.api_url + " (API server)" : k.kubelet_url + " (kubelet)");
     return std::make_unique<KubeMetadata>(std::move(k));
-}
-
-LogLevel parse_level(const std::string& text) {
-    if (text == "debug") return LogLevel::debug;
-    if (text == "warning") return LogLevel::warn;
-    if (text == "error") return LogLevel::error;
-    return LogLevel::info;
 }
 
 /// Sleeps until `deadline` (CLOCK_MONOTONIC ns), heartbeating at least every second; false when a
@@ -267,7 +263,8 @@ void raise_descriptor_limit() {
 }  // namespace
 
 int run_collector(const CollectorOptions& options) {
-    set_log_level(parse_level(options.log_level));
+    set_log_program("kepler-collect");
+    set_log_level(parse_log_level(options.log_level).value_or(LogLevel::info));
     raise_descriptor_limit();
     // SIGTERM/SIGINT are blocked in every thread and taken with sigtimedwait() between frames, so a
     // stop request never interrupts a frame half-written.

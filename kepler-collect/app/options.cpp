@@ -6,6 +6,7 @@
 
 #include "common/text_io.hpp"
 #include "kepler_collect/collector.hpp"
+#include "support/build/build_info.hpp"
 
 namespace kepler::collect {
 
@@ -145,6 +146,7 @@ std::optional<CollectorOptions> parse_command_line(int argc, char** argv, int& e
     CLI::App app{"kepler-collect: measures per-process activity and node energy and publishes one keplershm "
                  "frame per interval in shared memory (/dev/shm/NAME)."};
     app.get_formatter()->column_width(40);
+    app.set_version_flag("--version", kepler::support::version_line("kepler-collect"));
     add_general_options(app, o, text);
     add_segment_options(app, o, text);
     add_bpf_options(app, o);

@@ -1,6 +1,6 @@
 #include <fmt/format.h>
 
-#include "common/log.hpp"
+#include "support/log/log.hpp"
 #include "common/text_io.hpp"
 #include "energy/energy.hpp"
 

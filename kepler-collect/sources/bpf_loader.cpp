@@ -16,7 +16,7 @@
 
 #include <fmt/format.h>
 
-#include "common/log.hpp"
+#include "support/log/log.hpp"
 #include "common/text_io.hpp"
 #include "kepler.skel.h"
 #include "sources/proc_stat.hpp"

@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "common/log.hpp"
+#include "support/log/log.hpp"
 #include "common/text_io.hpp"
 #include "sources/proc_stat.hpp"
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "common/log.hpp"
+#include "support/log/log.hpp"
 #include "common/text_io.hpp"
 #include "sources/bpf_source.hpp"
 #include "sources/procfs_source.hpp"

@@ -11,7 +11,7 @@
 #include <cerrno>
 #include <memory>
 
-#include "common/log.hpp"
+#include "support/log/log.hpp"
 #include "common/text_io.hpp"
 #include "workloads/cgroup_identity.hpp"
 

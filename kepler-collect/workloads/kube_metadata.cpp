@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "common/log.hpp"
+#include "support/log/log.hpp"
 #include "common/text_io.hpp"
 #include "keplershm.h"
 #include "support/http/http_client.hpp"

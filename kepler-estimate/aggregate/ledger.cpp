@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 namespace {
 
@@ -312,4 +312,4 @@ void Ledger::add_frame(const keplershm::FrameView& frame, const Attribution& att
     expire(now);
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

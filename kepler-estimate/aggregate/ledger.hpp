@@ -12,7 +12,7 @@
 #include "attribute/attribution.hpp"
 #include "keplershm/keplershm.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// Energy in microjoules, split by mode. Plain value.
 struct EnergyPair {
@@ -167,4 +167,4 @@ private:
     std::unordered_map<ProcessKey, ProcessEntry, ProcessKeyHash> processes_;
 };
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -9,12 +9,15 @@
 #include <cmath>
 #include <stdexcept>
 
-namespace kepler_estimate {
+#include "support/build/build_info.hpp"
+
+namespace kepler::estimate {
 
 std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
     Options o;
     CLI::App app{"kepler-estimate: node power (measured, XGBoost or curve) attributed to processes, containers, pods "
                  "and VMs, exported for Prometheus with Kepler's metric names"};
+    app.set_version_flag("--version", kepler::support::version_line("kepler-estimate"));
     auto* input = app.add_option_group("input", "where frames come from");
     input->add_option("--shm-name", o.shm_name, "live shared-memory segment (waited for; collector restarts are followed)");
     input->add_option("--replay", o.replay, "recording file, estimated as fast as possible");
@@ -62,6 +65,8 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
     app.add_option("--xgboost-threads", o.xgboost_threads, "XGBoost nthread")->check(CLI::Range(1, 64))->capture_default_str();
     app.add_option("--duration", o.duration_s, "live: stop after this many seconds (0: until SIGTERM)")->check(CLI::NonNegativeNumber);
     app.add_flag("--quiet", o.quiet, "replay: no progress on stderr");
+    app.add_option("--log-level", o.log_level, "debug, info, warning or error")
+        ->check(CLI::IsMember({"debug", "info", "warning", "error"}))->capture_default_str();
     app.add_option("--segment-owner", o.segment_owner,
                    "user (name or uid) accepted besides root as the owner of the segments read, e.g. an external model's; "
                    "'any' turns the owner and world-writable checks off (default: root or this process's user)");
@@ -162,4 +167,4 @@ EstimatorOptions estimator_options(const Options& o) {
     return e;
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

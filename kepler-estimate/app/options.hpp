@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "app/estimator.hpp"
+#include "pipeline/estimator.hpp"
 #include "export/prometheus_export.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// Parsed command line. Plain value.
 struct Options {
@@ -17,6 +17,7 @@ struct Options {
     std::string csv;                 // estimates CSV (replay and live)
     std::string prom_out;            // Prometheus text written at the end
     std::string listen = "0.0.0.0:9102";
+    std::string log_level = "info";  // debug, info, warning, error
     bool listen_given = false;
     std::vector<std::string> models;  // NAME=SPEC
     std::string primary;
@@ -56,4 +57,4 @@ struct Options {
 /// bad option (an unknown user).
 [[nodiscard]] keplershm::ReaderOptions reader_options(const Options& options);
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -17,11 +17,12 @@
 #include "export/metrics_server.hpp"
 #include "export/prometheus_export.hpp"
 #include "export/top_view.hpp"
-#include "model/model_watch.hpp"
+#include "load/model_watch.hpp"
 #include "publish/estimates_publisher.hpp"
 #include "read/frame_source.hpp"
+#include "support/log/log.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -35,7 +36,7 @@ std::unique_ptr<MetricsServer> serve_metrics(const std::string& listen, const Pr
 }
 
 void log_lines(const std::vector<std::string>& lines) {
-    for (const std::string& line : lines) fmt::print(stderr, "kepler-estimate: {}\n", line);
+    for (const std::string& line : lines) log_info("{}", line);
 }
 
 void write_prometheus_text(const std::string& path, const Estimator& estimator, ExportOptions export_options) {
@@ -68,7 +69,7 @@ void handle_frame(Estimator& estimator, const keplershm::FrameView& frame, const
         static std::string last_logged;
         std::string error = estimator.last_error();
         const std::string kind = error.substr(error.find(':') + 1);
-        if (kind != last_logged) fmt::print(stderr, "kepler-estimate: {}\n", error);
+        if (kind != last_logged) log_warn("{}", error);
         last_logged = kind;
         return;
     }
@@ -98,7 +99,7 @@ public:
         const bool touched = fd >= 0 && ::futimens(fd, nullptr) == 0;
         const int err = errno;
         if (fd >= 0) ::close(fd);
-        if (!touched && !said_) fmt::print(stderr, "kepler-estimate: cannot touch --alive-file {}: {}\n", path_, std::strerror(err));
+        if (!touched && !said_) log_warn("cannot touch --alive-file {}: {}", path_, std::strerror(err));
         said_ = !touched;  // said once per failure spell
     }
 
@@ -131,13 +132,13 @@ int run_replay(const Options& o, Estimator& estimator, const ExportOptions& expo
         ++done;
         if (!o.quiet && Clock::now() - last_progress > std::chrono::seconds(1)) {
             last_progress = Clock::now();
-            fmt::print(stderr, "kepler-estimate: replay {}/{} frames\n", done, total);
+            log_info("replay {}/{} frames", done, total);
         }
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
     if (!o.quiet) {
-        fmt::print(stderr, "kepler-estimate: replayed {} frames in {:.3f} s ({:.0f} frames/s)\n", done, seconds,
-                   seconds > 0 ? static_cast<double>(done) / seconds : 0.0);
+        log_info("replayed {} frames in {:.3f} s ({:.0f} frames/s)", done, seconds,
+                 seconds > 0 ? static_cast<double>(done) / seconds : 0.0);
     }
     count_new_rejections(source, estimator, rejected);
     if (csv) csv->flush();
@@ -154,7 +155,7 @@ int run_live(const Options& o, Estimator& estimator, const ExportOptions& export
     // a moment before), and the log must say which it got.
     const PrometheusExport exporter(estimator, export_options);
     const std::unique_ptr<MetricsServer> server = serve_metrics(o.listen, exporter);
-    if (server) fmt::print(stderr, "kepler-estimate: serving /metrics on {}\n", server->bound_address());
+    if (server) log_info("serving /metrics on {}", server->bound_address());
     ModelWatcher::Options watch;
     watch.model_server = model_server(o);
     ModelWatcher watcher(estimator.models().watched_models(), watch);
@@ -184,8 +185,8 @@ int run_live(const Options& o, Estimator& estimator, const ExportOptions& export
 
 int run(const Options& o, const std::atomic<bool>& stop) {
     Estimator estimator(estimator_options(o));
-    for (const std::string& warning : model_server_warnings(o)) fmt::print(stderr, "kepler-estimate: {}\n", warning);
-    ExportOptions export_options = kepler_estimate::export_options(o);
+    for (const std::string& warning : model_server_warnings(o)) log_warn("{}", warning);
+    ExportOptions export_options = kepler::estimate::export_options(o);
     if (!o.replay.empty()) {
         export_options.include_timing = false;
         return run_replay(o, estimator, export_options);
@@ -205,4 +206,4 @@ void configure_heap() {
     mallopt(M_TRIM_THRESHOLD, 64 << 20);
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -6,7 +6,7 @@
 
 #include "app/options.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// Runs until the input ends, `stop` becomes true, or --duration passes. Returns the exit code.
 /// Thread-safe only in that `stop` may be set from a signal handler or another thread.
@@ -16,4 +16,4 @@ int run(const Options& options, const std::atomic<bool>& stop);
 /// calls it before any thread starts; the benchmarks call it so that they measure the same heap.
 void configure_heap();
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 namespace {
 __extension__ typedef unsigned __int128 u128;  // energy(uJ) x weight(ns) overflows 64 bits
@@ -123,4 +123,4 @@ void attribute(const keplershm::FrameView& frame, const NodeEnergy& node, IdlePo
     }
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "keplershm/keplershm.hpp"
-#include "model/node_model.hpp"
+#include "core/node_energy.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// Who gets idle energy: `cpu_share` (default: by CPU time, like dynamic energy), `even` (Kepler 0.7:
 /// the same for every process) or `none` (Kepler >= 0.10: idle stays on the node).
@@ -56,4 +56,4 @@ void split_energy(uint64_t energy, std::span<const uint64_t> weights, uint64_t u
 /// (CPU time; cache misses for DRAM when the frame has them), idle energy by `policy`.
 void attribute(const keplershm::FrameView& frame, const NodeEnergy& node, IdlePolicy policy, Attribution& out);
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 namespace {
 
@@ -57,4 +57,4 @@ void CsvExport::write_interval(const Estimator& est) {
     for (const auto& [id, v] : ledger.vms()) rows("vm", id, v.vm_name, "", v.energy);
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

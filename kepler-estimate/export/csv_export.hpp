@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <string>
 
-#include "app/estimator.hpp"
+#include "pipeline/estimator.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// Writes to a file it owns. Not thread-safe: call from the pipeline thread after each frame.
 class CsvExport {
@@ -28,4 +28,4 @@ private:
 /// Microjoules as joules with exactly six decimals (no floating point on the way).
 [[nodiscard]] std::string format_joules(uint64_t uj);
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

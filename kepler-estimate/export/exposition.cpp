@@ -4,7 +4,7 @@
 #include <charconv>
 #include <cmath>
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 namespace {
 
@@ -169,4 +169,4 @@ std::string Exposition::text() const {
     return out;
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 enum class MetricType { counter, gauge, histogram };
 
@@ -80,4 +80,4 @@ private:
 /// NaN and +Inf/-Inf as Prometheus spells them. Appends to `out`.
 void append_value(std::string& out, double value);
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "export/build_info.hpp"  // generated
+#include "support/build/build_info.hpp"  // generated
 
-namespace kepler_estimate::families {
+namespace kepler::estimate::families {
 
 double interval_or_one(const Ledger& ledger) { return ledger.interval_s() > 0 ? ledger.interval_s() : 1.0; }
 
@@ -32,8 +32,9 @@ const char* state(const Ledger& ledger, const EntityEnergy& energy) {
 }
 
 const BuildFacts& build_facts() {
-    static const BuildFacts facts{KEPLER_ESTIMATE_VERSION, KEPLER_ESTIMATE_REVISION, KEPLER_ESTIMATE_BRANCH,
-                                  KEPLER_ESTIMATE_OS, KEPLER_ESTIMATE_ARCH};
+    using kepler::support::kBuild;
+    static const BuildFacts facts{std::string(kBuild.version), std::string(kBuild.revision), std::string(kBuild.branch),
+                                  std::string(kBuild.os), std::string(kBuild.arch)};
     return facts;
 }
 
@@ -48,4 +49,4 @@ std::vector<std::pair<ProcessKey, const ProcessEntry*>> exported_processes(const
     return procs;
 }
 
-}  // namespace kepler_estimate::families
+}  // namespace kepler::estimate::families

@@ -7,11 +7,11 @@
 #include <optional>
 #include <string>
 
-#include "app/estimator.hpp"
+#include "pipeline/estimator.hpp"
 #include "export/exposition.hpp"
 #include "export/prometheus_export.hpp"
 
-namespace kepler_estimate::families {
+namespace kepler::estimate::families {
 
 [[nodiscard]] inline double joules(uint64_t uj) { return static_cast<double>(uj) / 1e6; }
 /// Length of the latest interval; 1 s before the first frame so that watts are 0, not NaN.
@@ -45,4 +45,4 @@ struct BuildFacts {
 void add_kepler07(Exposition& out, const EstimatorSnapshot& est, const ExportOptions& options);
 void add_kepler010(Exposition& out, const EstimatorSnapshot& est, const ExportOptions& options);
 
-}  // namespace kepler_estimate::families
+}  // namespace kepler::estimate::families

@@ -5,7 +5,7 @@
 
 #include "export/families.hpp"
 
-namespace kepler_estimate::families {
+namespace kepler::estimate::families {
 
 namespace {
 
@@ -154,4 +154,4 @@ void add_kepler010(Exposition& out, const EstimatorSnapshot& est, const ExportOp
     if (options.process_metrics) add_processes(out, ctx);
 }
 
-}  // namespace kepler_estimate::families
+}  // namespace kepler::estimate::families

@@ -8,7 +8,7 @@
 
 #include "export/families.hpp"
 
-namespace kepler_estimate::families {
+namespace kepler::estimate::families {
 
 namespace {
 
@@ -236,4 +236,4 @@ void add_kepler07(Exposition& out, const EstimatorSnapshot& est, const ExportOpt
     add_build_info(out);
 }
 
-}  // namespace kepler_estimate::families
+}  // namespace kepler::estimate::families

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 namespace {
 
@@ -189,4 +189,4 @@ std::string MetricsServer::bound_address() const {
     return listen_.substr(0, colon + 1) + std::to_string(ports.front());
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

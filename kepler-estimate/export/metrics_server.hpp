@@ -13,7 +13,7 @@
 
 class CivetServer;
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// How many clients the listener serves at once and how long one may take to send its request. Every
 /// connection holds a worker until its request is whole, so these two bound what idle or slow clients
@@ -47,4 +47,4 @@ private:
 /// True when an Accept-Encoding header value accepts gzip (a `gzip` coding without q=0).
 [[nodiscard]] bool accepts_gzip(std::string_view accept_encoding);
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

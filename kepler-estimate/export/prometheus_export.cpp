@@ -8,7 +8,7 @@
 
 #include <array>
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 namespace {
 
@@ -149,4 +149,4 @@ Exposition PrometheusExport::render() const {
     return b;
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

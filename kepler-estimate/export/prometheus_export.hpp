@@ -10,10 +10,10 @@
 #include <string_view>
 #include <vector>
 
-#include "app/estimator.hpp"
+#include "pipeline/estimator.hpp"
 #include "export/exposition.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// Which of Kepler's name sets the Kepler-compatible families use; `both` serves each set whole.
 enum class MetricNames { kepler07, kepler010, both };
@@ -48,4 +48,4 @@ private:
 /// Label values come from untrusted frames: bytes outside printable ASCII become '_'.
 [[nodiscard]] std::string clean_label(std::string_view text);
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

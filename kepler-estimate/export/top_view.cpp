@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <vector>
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 std::string render_top(const Estimator& est, size_t rows) {
     const Ledger& ledger = est.ledger();
@@ -47,4 +47,4 @@ void print_top(const Estimator& est, std::FILE* out, size_t rows) {
     std::fflush(out);
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

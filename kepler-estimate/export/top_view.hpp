@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <string>
 
-#include "app/estimator.hpp"
+#include "pipeline/estimator.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// Renders the latest interval as text (the caller prints it). Call with the estimator's lock held
 /// or from the pipeline thread.
@@ -15,4 +15,4 @@ namespace kepler_estimate {
 /// Clears the terminal and prints render_top(). Not thread-safe (writes to `out`).
 void print_top(const Estimator& estimator, std::FILE* out, size_t rows = 10);
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

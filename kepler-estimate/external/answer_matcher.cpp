@@ -6,7 +6,7 @@
 
 #include "keplershm/estimates.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 void AnswerMatcher::reject(FrameId frame, std::string reason) {
     ++counts_.rejected;
@@ -125,4 +125,4 @@ bool AnswerMatcher::keeping_up() const noexcept {
     return previous.answered && !previous.late;
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -13,7 +13,7 @@
 
 #include "external/estimates_feed.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// Counters of one external model (all monotonic). Plain value.
 struct AnswerCounts {
@@ -99,4 +99,4 @@ private:
     uint64_t frames_begun_ = 0;
 };
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -4,7 +4,7 @@
 
 #include "keplershm/estimates.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 std::variant<EstimatesAnswer, RejectedAnswer> parse_answer(const keplershm::FrameView& frame) {
     const keplershm_header& segment = frame.segment();
@@ -42,4 +42,4 @@ std::variant<EstimatesAnswer, RejectedAnswer> parse_answer(const keplershm::Fram
     return answer;
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

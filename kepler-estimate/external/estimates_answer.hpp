@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "keplershm/keplershm.hpp"
-#include "model/zones.hpp"
+#include "core/zones.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// A collector frame: its writer generation and sequence. Sequence alone is ambiguous (a collector
 /// started afresh numbers from 1 again). Plain value.
@@ -45,4 +45,4 @@ inline constexpr uint32_t kMaxAnswerRows = 65536;
 /// and sums its node and zone rows per zone kind. A private copy of the frame (Reader::next or a recording).
 [[nodiscard]] std::variant<EstimatesAnswer, RejectedAnswer> parse_answer(const keplershm::FrameView& frame);
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

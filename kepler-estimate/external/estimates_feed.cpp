@@ -10,7 +10,7 @@
 #include <optional>
 #include <thread>
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 using std::chrono::milliseconds;
 
@@ -244,4 +244,4 @@ std::unique_ptr<AnswerSource> make_answer_source(const std::string& source, cons
     return std::make_unique<LiveFeed>(source, reader_options);
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

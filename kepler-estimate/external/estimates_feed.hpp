@@ -10,7 +10,7 @@
 
 #include "external/estimates_answer.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 using SteadyClock = std::chrono::steady_clock;
 
@@ -50,4 +50,4 @@ public:
 [[nodiscard]] std::unique_ptr<AnswerSource> make_answer_source(const std::string& source,
                                                               const keplershm::ReaderOptions& reader_options = {});
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

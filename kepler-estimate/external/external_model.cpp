@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 ExternalModel::ExternalModel(std::string name, std::string source, ExternalOptions options)
     : name_(std::move(name)), source_name_(std::move(source)), options_(options), source_(make_answer_source(source_name_, options_.reader)) {
@@ -103,4 +103,4 @@ std::vector<std::string> ExternalModel::take_messages() {
     return out;
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -19,7 +19,7 @@
 #include "external/estimates_feed.hpp"
 #include "model/node_model.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 struct ExternalOptions {
     std::chrono::milliseconds wait{100};  // longest wait for the primary's answer (also capped at interval / 4)
@@ -83,4 +83,4 @@ private:
     bool rejected_this_frame_ = false;
 };
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -5,7 +5,7 @@
 
 #include "model/node_model.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 NodeFacts node_facts(const keplershm_header& segment) {
     NodeFacts facts;
@@ -14,13 +14,6 @@ NodeFacts node_facts(const keplershm_header& segment) {
     facts.metric_mask = segment.metric_mask;
     facts.has_meter = segment.zone_count > 0;
     return facts;
-}
-
-uint64_t watts_to_uj(double watts, double seconds) noexcept {
-    const double uj = watts * seconds * 1e6;
-    if (!std::isfinite(uj) || uj <= 0) return 0;
-    if (uj >= 1.8e19) return UINT64_MAX / 2;  // absurd input; never wrap
-    return static_cast<uint64_t>(std::llround(uj));
 }
 
 std::string_view to_string(CpuMatch match) noexcept {
@@ -91,4 +84,4 @@ std::unique_ptr<NodeModel> make_curve_model(std::string name, CurveParams params
     return std::make_unique<CurveModel>(std::move(name), params);
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 namespace {
 
@@ -102,4 +102,4 @@ NodeFeatures compute_features(const keplershm::FrameView& frame) {
     return out;
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

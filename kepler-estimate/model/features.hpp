@@ -10,7 +10,7 @@
 
 #include "keplershm/keplershm.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 enum class Feature : uint8_t {
     cpu_time_ms_per_s,
@@ -49,4 +49,4 @@ struct NodeFeatures {
 /// Throws std::invalid_argument when the interval is empty or reversed.
 [[nodiscard]] NodeFeatures compute_features(const keplershm::FrameView& frame);
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -4,7 +4,7 @@
 
 #include "model/model_metadata.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 using nlohmann::json;
 
@@ -19,4 +19,4 @@ json parse_json_object(const std::string& text, const std::string& what) {
     return doc;
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -6,11 +6,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// `text` parsed as a JSON object. Throws ModelError "<what>: not JSON (...)" or "<what>: top level is
 /// not an object"; `what` names the file (or "<zip>:<entry>"). Size limits are the caller's: each
 /// format reads its text through a reader that bounds it.
 [[nodiscard]] nlohmann::json parse_json_object(const std::string& text, const std::string& what);
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -4,7 +4,7 @@
 
 #include "model/node_model.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 namespace {
 
@@ -68,4 +68,4 @@ private:
 
 std::unique_ptr<NodeModel> make_measured_model() { return std::make_unique<MeasuredModel>(); }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -12,7 +12,7 @@
 #include "model/json_object.hpp"
 #include "support/digest/sha256.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -178,4 +178,4 @@ std::string model_fingerprint(const fs::path& spec_path) {
     return print;
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -11,9 +11,9 @@
 #include <string_view>
 #include <vector>
 
-#include "model/zones.hpp"
+#include "core/zones.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// A model file that cannot be used, with a message naming the file and the field at fault.
 class ModelError : public std::runtime_error {
@@ -58,4 +58,4 @@ void check_sha256(std::string_view bytes, std::string_view expected_sha256, cons
 /// Reads a whole file of at most `limit` bytes. Throws ModelError.
 [[nodiscard]] std::string read_small_file(const std::filesystem::path& path, uintmax_t limit);
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -1,4 +1,5 @@
-// Step 1 of the estimator: node energy per zone for one interval, from a meter or from a model.
+// Step 1 of the estimator: the interface of a node model, which gives node energy per zone for one
+// interval from a meter or from a model, and the built-in ones (the curve, the meter).
 #pragma once
 
 #include <cstdint>
@@ -9,11 +10,11 @@
 #include <string_view>
 #include <vector>
 
+#include "core/node_energy.hpp"
 #include "keplershm/keplershm.hpp"
 #include "model/features.hpp"
-#include "model/zones.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// What a model needs to know about the node to accept it. Plain value.
 struct NodeFacts {
@@ -23,20 +24,6 @@ struct NodeFacts {
     bool has_meter = false;    // the segment declares energy zones
 };
 [[nodiscard]] NodeFacts node_facts(const keplershm_header& segment);
-
-/// Energy of one zone over the interval, integer microjoules so that attribution can conserve it
-/// exactly; idle_uj <= total_uj. Plain value.
-struct ZoneEnergy {
-    ZoneKey zone;
-    uint64_t total_uj = 0;
-    uint64_t idle_uj = 0;
-};
-
-/// A node model's answer for one interval. Plain value.
-struct NodeEnergy {
-    std::vector<ZoneEnergy> zones;
-    std::string source;  // the `source` label: the meter ("rapl", "hwmon", "acpi") or the model name
-};
 
 /// Everything a model may look at for one frame. The references outlive the call only.
 struct FrameInput {
@@ -67,9 +54,6 @@ public:
     [[nodiscard]] virtual std::optional<NodeEnergy> estimate(const FrameInput& input) = 0;
 };
 
-/// Watts over `seconds` to microjoules (negative and non-finite watts count as 0, MODELS.md).
-[[nodiscard]] uint64_t watts_to_uj(double watts, double seconds) noexcept;
-
 /// Built-in utilisation curve of MODELS.md; defaults are Cloud Carbon Footprint's AWS averages.
 struct CurveParams {
     double idle_w = 0.74;  // per vCPU
@@ -79,4 +63,4 @@ struct CurveParams {
 /// The node's own meter: energy_delta_uj of the frame's valid zones; idle = lowest power seen so far.
 [[nodiscard]] std::unique_ptr<NodeModel> make_measured_model();
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -8,7 +8,7 @@
 
 #include "model/model_metadata.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 namespace fs = std::filesystem;
 
@@ -79,4 +79,4 @@ double XgboostBooster::predict(const std::vector<float>& row) {
     return static_cast<double>(result[0]);
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// The largest booster file loaded: ours are a few MB, and the estimator runs in a 256 MiB container.
 inline constexpr uintmax_t kMaxBoosterBytes = 16u << 20;
@@ -41,4 +41,4 @@ private:
     std::unique_ptr<void, HandleFree> handle_;
 };
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -7,7 +7,7 @@
 
 #include "model/xgboost_booster.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 namespace fs = std::filesystem;
 
@@ -101,4 +101,4 @@ std::optional<NodeEnergy> XgboostModel::estimate(const FrameInput& in) {
     return out;
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

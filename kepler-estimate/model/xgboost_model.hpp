@@ -11,7 +11,7 @@
 #include "model/model_metadata.hpp"
 #include "model/node_model.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 class XgboostBooster;
 
@@ -48,4 +48,4 @@ private:
     std::vector<double> idle_cache_;
 };
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -6,9 +6,9 @@
 #include <stdexcept>
 
 #include "keplershm/estimates.hpp"
-#include "model/model_spec.hpp"
+#include "load/model_spec.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 namespace {
 
@@ -203,4 +203,4 @@ void EstimatesPublisher::open(Channel& channel, const std::string& model, uint32
     channel.capacity = o.process_capacity;
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

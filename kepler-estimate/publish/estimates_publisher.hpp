@@ -12,9 +12,9 @@
 
 #include "attribute/attribution.hpp"
 #include "keplershm/keplershm.hpp"
-#include "model/model_set.hpp"
+#include "select/model_set.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// Rows an answer may have (kepler-estimate's own `external:` reader refuses more): zone rows always fit;
 /// the primary's workload rows are left out of an answer that would exceed it (logged once).
@@ -63,4 +63,4 @@ private:
     std::vector<std::vector<uint64_t>> workload_uj_;  // [zone][workload], reused across frames
 };
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -6,7 +6,9 @@
 #include <ctime>
 #include <thread>
 
-namespace kepler_estimate {
+#include "support/log/log.hpp"
+
+namespace kepler::estimate {
 
 using std::chrono::milliseconds;
 
@@ -36,8 +38,8 @@ std::string stale_since(const keplershm_segment_info& info) {
 
 void FrameSource::report_writer(const keplershm_segment_info& info) {
     if (info.reattach_count != reattaches_seen_) {
-        fmt::print(stderr, "kepler-estimate: segment '{}' has a new generation (collector restarted or grew); "
-                           "following it\n", name_);
+        log_info("segment '{}' has a new generation (collector restarted or grew); "
+                 "following it", name_);
         reattaches_seen_ = info.reattach_count;
         writer_state_ = WriterState::live;
     }
@@ -48,16 +50,16 @@ void FrameSource::report_writer(const keplershm_segment_info& info) {
     writer_state_ = now;
     switch (now) {
         case WriterState::retired:
-            fmt::print(stderr, "kepler-estimate: the collector of segment '{}' stopped cleanly (retired); waiting for "
-                               "a successor\n", name_);
+            log_info("the collector of segment '{}' stopped cleanly (retired); waiting for "
+                     "a successor", name_);
             break;
         case WriterState::stale:
-            fmt::print(stderr, "kepler-estimate: writer of segment '{}' stale since {} (its heartbeat stood still for "
-                               "{:.1f} s), waiting for a successor\n", name_, stale_since(info),
-                       static_cast<double>(info.heartbeat_age_ns) / 1e9);
+            log_warn("writer of segment '{}' stale since {} (its heartbeat stood still for "
+                     "{:.1f} s), waiting for a successor", name_, stale_since(info),
+                     static_cast<double>(info.heartbeat_age_ns) / 1e9);
             break;
         case WriterState::live:
-            fmt::print(stderr, "kepler-estimate: writer of segment '{}' beats again; reading on\n", name_);
+            log_info("writer of segment '{}' beats again; reading on", name_);
             break;
     }
 }
@@ -73,8 +75,8 @@ FrameSource::Result FrameSource::read_next(keplershm::FrameView& view, milliseco
         case keplershm::Status::ok: return Result::frame;
         case keplershm::Status::end_of_recording: return Result::end;
         case keplershm::Status::truncated:
-            fmt::print(stderr, "kepler-estimate: recording '{}' ends in the middle of a record: the frames before "
-                               "the cut were estimated\n", name_);
+            log_warn("recording '{}' ends in the middle of a record: the frames before "
+                     "the cut were estimated", name_);
             truncated_ = true;
             return Result::end;
         default: return Result::idle;  // timeout, or the writer is gone and no successor yet
@@ -85,11 +87,11 @@ FrameSource::Result FrameSource::next(keplershm::FrameView& view, milliseconds t
     if (!reader_) {
         try {
             reader_.emplace(keplershm::Reader::open(name_, reader_options_));
-            fmt::print(stderr, "kepler-estimate: reading segment '{}'\n", name_);
+            log_info("reading segment '{}'", name_);
             said_waiting_ = false;
         } catch (const keplershm::Error& e) {
             if (!said_waiting_) {
-                fmt::print(stderr, "kepler-estimate: waiting for segment '{}' ({})\n", name_, e.what());
+                log_info("waiting for segment '{}' ({})", name_, e.what());
                 said_waiting_ = true;
             }
             std::this_thread::sleep_for(std::min(timeout, milliseconds(50)));  // shm_open is cheap: catch frame 1
@@ -103,8 +105,8 @@ FrameSource::Result FrameSource::next(keplershm::FrameView& view, milliseconds t
             ++errors_;
             constexpr uint64_t kLoggedErrors = 10;  // a hostile segment must not flood the log at 1 Hz
             if (errors_ <= kLoggedErrors) {
-                fmt::print(stderr, "kepler-estimate: {}: {}{}\n", recording_ ? "recording" : "segment", e.what(),
-                           errors_ == kLoggedErrors ? " (further rejected frames are only counted)" : "");
+                log_warn("{}: {}{}", recording_ ? "recording" : "segment", e.what(),
+                         errors_ == kLoggedErrors ? " (further rejected frames are only counted)" : "");
             }
             // The reader stepped over a corrupt frame: a recording reads on at once, a live segment next call.
             if (e.code() == KEPLERSHM_E_CORRUPT) {
@@ -120,4 +122,4 @@ FrameSource::Result FrameSource::next(keplershm::FrameView& view, milliseconds t
     }
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -9,7 +9,7 @@
 
 #include "keplershm/keplershm.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// Owns one keplershm::Reader. Not thread-safe: one pipeline thread reads from it.
 class FrameSource {
@@ -56,4 +56,4 @@ private:
     WriterState writer_state_ = WriterState::live;
 };
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -2,19 +2,24 @@
 
 #include <CLI/CLI.hpp>
 
+#include "support/build/build_info.hpp"
+
 #include <algorithm>
 
-namespace kepler_feed {
+namespace kepler::feed {
 
 std::optional<FeedOptions> parse_command_line(int argc, char** argv, int& exit_code) {
     FeedOptions o;
     CLI::App app{"kepler-feed: serves the frames of a keplershm segment (/dev/shm/NAME) over gRPC "
                  "(keplershm.feed.v1.Feed), read-only and unprivileged."};
     app.get_formatter()->column_width(40);
+    app.set_version_flag("--version", kepler::support::version_line("kepler-feed"));
     app.add_option("--shm-name", o.shm_name, "Segment to serve (kepler-collect's --shm-name)")->required();
     app.add_option("--listen", o.listen, "HOST:PORT to listen on; port 0 picks a free one (see --port-file)")
         ->capture_default_str();
     app.add_option("--port-file", o.port_file, "Write the bound port here once listening");
+    app.add_option("--log-level", o.log_level, "debug, info, warning or error")
+        ->check(CLI::IsMember({"debug", "info", "warning", "error"}))->capture_default_str();
     app.add_option("--estimates", o.estimates,
                    "Estimates segment (PROTOCOL.md section 8, e.g. kepler-estimate --publish-estimates PREFIX's PREFIX-<model>) whose "
                    "answers frames carry when a subscriber selects section 'estimates'; repeatable");
@@ -64,4 +69,4 @@ std::optional<FeedOptions> parse_command_line(int argc, char** argv, int& exit_c
     return o;
 }
 
-}  // namespace kepler_feed
+}  // namespace kepler::feed

@@ -11,8 +11,9 @@
 #include <sstream>
 
 #include "serve/feed_service.hpp"
+#include "support/log/log.hpp"
 
-namespace kepler_feed {
+namespace kepler::feed {
 
 namespace {
 
@@ -68,8 +69,8 @@ void wait_for_stop_signal() {
 int run_server(const FeedOptions& options) {
     ServiceConfig config{options.shm_name, options.token_file.empty() ? "" : read_token(options.token_file), options.limits};
     if (!is_loopback(options.listen) && options.tls_cert.empty()) {
-        fmt::print(stderr, "kepler-feed: warning: listening on {} without TLS: frames{} travel in clear text\n",
-                   options.listen, config.token.empty() ? " and no token" : " and the token");
+        log_warn("listening on {} without TLS: frames{} travel in clear text",
+                 options.listen, config.token.empty() ? " and no token" : " and the token");
     }
     Fanout fanout(options.limits);
     FrameReader reader(options.shm_name, [&](SnapshotPtr s) { fanout.publish(s); });
@@ -91,19 +92,19 @@ int run_server(const FeedOptions& options) {
     builder.SetResourceQuota(quota);
     std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
     if (!server || port == 0) {
-        fmt::print(stderr, "kepler-feed: cannot listen on {}\n", options.listen);
+        log_error("cannot listen on {}", options.listen);
         return 1;
     }
     for (const std::string& name : options.estimates) {
-        fmt::print(stderr, "kepler-feed: joining the answers of estimates segment '{}' (waiting at most {} ms)\n", name,
-                   options.estimates_wait_ms);
+        log_info("joining the answers of estimates segment '{}' (waiting at most {} ms)", name,
+                 options.estimates_wait_ms);
     }
-    fmt::print(stderr, "kepler-feed: serving segment '{}' on port {} ({}{})\n", options.shm_name, port,
-               options.tls_cert.empty() ? "plain text" : options.tls_client_ca.empty() ? "TLS" : "TLS with client certificates",
-               config.token.empty() ? "" : ", bearer token");
+    log_info("serving segment '{}' on port {} ({}{})", options.shm_name, port,
+             options.tls_cert.empty() ? "plain text" : options.tls_client_ca.empty() ? "TLS" : "TLS with client certificates",
+             config.token.empty() ? "" : ", bearer token");
     if (!options.port_file.empty()) write_port_file(options.port_file, port);
     wait_for_stop_signal();
-    fmt::print(stderr, "kepler-feed: stopping\n");
+    log_info("stopping");
     fanout.stop();  // handlers end their streams with UNAVAILABLE
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     reader.stop();
@@ -111,4 +112,4 @@ int run_server(const FeedOptions& options) {
     return 0;
 }
 
-}  // namespace kepler_feed
+}  // namespace kepler::feed

@@ -3,9 +3,9 @@
 
 #include "app/options.hpp"
 
-namespace kepler_feed {
+namespace kepler::feed {
 
 /// Serves until SIGTERM or SIGINT (which the caller has blocked in every thread); returns the exit code.
 int run_server(const FeedOptions& options);
 
-}  // namespace kepler_feed
+}  // namespace kepler::feed

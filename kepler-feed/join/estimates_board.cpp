@@ -6,8 +6,9 @@
 
 #include "keplershm/estimates.hpp"
 #include "keplershm/keplershm.hpp"
+#include "support/log/log.hpp"
 
-namespace kepler_feed {
+namespace kepler::feed {
 
 namespace {
 
@@ -88,8 +89,8 @@ void EstimatesBoard::add(Source& source, const SnapshotPtr& estimates) {
         ++source.rejected;
         // Each reason is logged once in a row: a hostile producer must not flood the log.
         if (rejection != source.last_rejection) {
-            fmt::print(stderr, "kepler-feed: estimates segment '{}': refused its answer to frame {}: {}\n", source.shm_name,
-                       id.sequence, rejection);
+            log_warn("estimates segment '{}': refused its answer to frame {}: {}", source.shm_name,
+                     id.sequence, rejection);
         }
         source.last_rejection = rejection;
         return;
@@ -152,4 +153,4 @@ std::vector<SourceStatus> EstimatesBoard::status() const {
     return out;
 }
 
-}  // namespace kepler_feed
+}  // namespace kepler::feed

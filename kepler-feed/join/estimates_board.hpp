@@ -16,7 +16,7 @@
 
 #include "read/frame_reader.hpp"
 
-namespace kepler_feed {
+namespace kepler::feed {
 
 /// A collector frame: its writer generation and sequence (a sequence alone is ambiguous: a collector
 /// started afresh numbers from 1 again). Plain value.
@@ -87,4 +87,4 @@ private:
     std::condition_variable arrived_;
 };
 
-}  // namespace kepler_feed
+}  // namespace kepler::feed

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstring>
 
-namespace kepler_feed {
+#include "support/log/log.hpp"
+
+namespace kepler::feed {
 
 namespace {
 
@@ -74,12 +76,12 @@ bool FrameReader::attach() {
     const int rc = keplershm_reader_open(name_.c_str(), nullptr, &reader_);
     if (rc != KEPLERSHM_OK) {
         reader_ = nullptr;
-        if (!said_waiting_) fmt::print(stderr, "kepler-feed: waiting for segment '{}' ({})\n", name_, error_text(rc));
+        if (!said_waiting_) log_info("waiting for segment '{}' ({})", name_, error_text(rc));
         said_waiting_ = true;
         return false;
     }
     said_waiting_ = false;
-    fmt::print(stderr, "kepler-feed: reading segment '{}'\n", name_);
+    log_info("reading segment '{}'", name_);
     uint64_t latest = 0;
     keplershm_reader_latest(reader_, &latest);
     catch_up(latest);
@@ -119,7 +121,7 @@ void FrameReader::read_one() {
     }
     if (rc == KEPLERSHM_E_TIMEOUT || rc == KEPLERSHM_E_WRITER_GONE) return;  // the library looks for a successor
     if (rc == KEPLERSHM_E_CORRUPT) {
-        fmt::print(stderr, "kepler-feed: segment '{}': skipped a corrupt frame ({})\n", name_, error_text(rc));
+        log_warn("segment '{}': skipped a corrupt frame ({})", name_, error_text(rc));
         return;
     }
     if (rc != KEPLERSHM_OK) return detach(error_text(rc));
@@ -150,8 +152,8 @@ std::shared_ptr<const SegmentFacts> FrameReader::facts_of(const keplershm_view& 
     std::lock_guard lock(mutex_);
     if (status_.segment) {
         ++status_.generations_followed;
-        fmt::print(stderr, "kepler-feed: segment '{}' has a new generation {:#x} (its writer restarted or grew); "
-                           "following it\n", name_, view.generation);
+        log_info("segment '{}' has a new generation {:#x} (its writer restarted or grew); "
+                 "following it", name_, view.generation);
     }
     status_.segment = facts;
     status_.attached = true;
@@ -182,11 +184,11 @@ SnapshotPtr FrameReader::snapshot_of(const keplershm_view& view) {
 }
 
 void FrameReader::detach(const std::string& why) {
-    fmt::print(stderr, "kepler-feed: segment '{}': {}; re-opening it\n", name_, why);
+    log_warn("segment '{}': {}; re-opening it", name_, why);
     keplershm_reader_close(reader_);
     reader_ = nullptr;
     std::lock_guard lock(mutex_);
     status_.attached = false;
 }
 
-}  // namespace kepler_feed
+}  // namespace kepler::feed

@@ -15,7 +15,7 @@
 
 #include "keplershm.h"
 
-namespace kepler_feed {
+namespace kepler::feed {
 
 /// Header facts and field schema of one writer generation (private copies).
 struct SegmentFacts {
@@ -96,4 +96,4 @@ private:
     ReaderStatus status_;
 };
 
-}  // namespace kepler_feed
+}  // namespace kepler::feed

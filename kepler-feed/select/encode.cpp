@@ -9,7 +9,7 @@
 
 #include "keplershm/keplershm.hpp"
 
-namespace kepler_feed {
+namespace kepler::feed {
 
 namespace {
 
@@ -289,4 +289,4 @@ void FrameEncoder::encode(const Snapshot& snapshot, uint64_t extra_missed, v1::F
     for (const SourceAnswer& answer : answers) encode_answer(snapshot, rows, answer, *out.add_estimates());
 }
 
-}  // namespace kepler_feed
+}  // namespace kepler::feed

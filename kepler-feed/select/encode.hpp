@@ -12,7 +12,7 @@
 #include "read/frame_reader.hpp"
 #include "select/selection.hpp"
 
-namespace kepler_feed {
+namespace kepler::feed {
 
 /// Text for a proto3 string field, which must be UTF-8 (a Python client refuses the whole message
 /// otherwise). Text from the segment is untrusted: bytes that do not form UTF-8 become '?'.
@@ -51,4 +51,4 @@ private:
     uint64_t described_generation_ = 0;
 };
 
-}  // namespace kepler_feed
+}  // namespace kepler::feed

@@ -7,7 +7,7 @@
 
 #include "keplershm/keplershm.hpp"
 
-namespace kepler_feed {
+namespace kepler::feed {
 
 namespace {
 
@@ -140,4 +140,4 @@ std::vector<keplershm_field> library_schema() {
     return fields;
 }
 
-}  // namespace kepler_feed
+}  // namespace kepler::feed

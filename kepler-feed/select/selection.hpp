@@ -12,7 +12,7 @@
 #include "keplershm.h"
 #include "keplershm_feed/v1/feed.pb.h"
 
-namespace kepler_feed {
+namespace kepler::feed {
 
 namespace v1 = keplershm::feed::v1;
 
@@ -59,4 +59,4 @@ struct Selection {
 /// The field schema compiled into libkeplershm (used until a segment is attached).
 [[nodiscard]] std::vector<keplershm_field> library_schema();
 
-}  // namespace kepler_feed
+}  // namespace kepler::feed

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 
-namespace kepler_feed {
+#include "support/log/log.hpp"
+
+namespace kepler::feed {
 
 Subscriber::Next Subscriber::pop(SnapshotPtr& out, std::chrono::milliseconds wait) {
     std::unique_lock lock(mutex_);
@@ -33,7 +35,7 @@ void Fanout::queue_or_drop(Subscriber& s, const SnapshotPtr& snapshot) {
             "select fewer sections or fields, or resubscribe with from_sequence", s.queue_.size(), snapshot->sequence);
         s.queue_.clear();
         ++dropped_total_;
-        fmt::print(stderr, "kepler-feed: {}\n", s.drop_reason_);
+        log_info("{}", s.drop_reason_);
     } else {
         s.queue_.push_back(snapshot);
     }
@@ -138,4 +140,4 @@ uint32_t Fanout::history_frames() {
     return static_cast<uint32_t>(history_.size());
 }
 
-}  // namespace kepler_feed
+}  // namespace kepler::feed

@@ -18,7 +18,7 @@
 #include "read/frame_reader.hpp"
 #include "select/selection.hpp"
 
-namespace kepler_feed {
+namespace kepler::feed {
 
 /// One subscriber's queue, shared by the reader thread (producer) and its RPC handler (consumer).
 /// Thread-safe.
@@ -85,4 +85,4 @@ private:
     bool stopped_ = false;
 };
 
-}  // namespace kepler_feed
+}  // namespace kepler::feed

@@ -5,7 +5,7 @@
 #include "keplershm/keplershm.hpp"
 #include "select/encode.hpp"
 
-namespace kepler_feed {
+namespace kepler::feed {
 
 namespace {
 
@@ -136,4 +136,4 @@ grpc::Status FeedService::stream(grpc::ServerContext& context, Subscriber& subsc
     }
 }
 
-}  // namespace kepler_feed
+}  // namespace kepler::feed

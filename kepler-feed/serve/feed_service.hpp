@@ -12,7 +12,7 @@
 #include "read/frame_reader.hpp"
 #include "serve/fanout.hpp"
 
-namespace kepler_feed {
+namespace kepler::feed {
 
 struct ServiceConfig {
     std::string shm_name;
@@ -47,4 +47,4 @@ private:
     std::atomic<uint64_t> estimates_missing_{0};
 };
 
-}  // namespace kepler_feed
+}  // namespace kepler::feed

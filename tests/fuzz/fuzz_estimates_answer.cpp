@@ -28,7 +28,7 @@ void require(bool holds) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    using namespace kepler_estimate;
+    using namespace kepler::estimate;
     FuzzedDataProvider in(data, size);
     auto segment = std::make_unique<keplershm_header>();  // zeroed
     segment->segment_kind = in.ConsumeBool() ? uint32_t{KEPLERSHM_SEGMENT_ESTIMATES} : in.ConsumeIntegral<uint32_t>();

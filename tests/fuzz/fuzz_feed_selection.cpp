@@ -20,7 +20,7 @@
 
 namespace {
 
-using namespace kepler_feed;
+using namespace kepler::feed;
 
 void require(bool holds) {
     if (!holds) __builtin_trap();

@@ -13,7 +13,7 @@
 #include "model/model_metadata.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    using namespace kepler_estimate;
+    using namespace kepler::estimate;
     const std::string text(reinterpret_cast<const char*>(data), size);
     const bool dynamic = size % 2 == 1;
     std::unique_ptr<KeplerPredictor> predictor;

@@ -28,7 +28,7 @@
 
 namespace {
 
-using namespace kepler_estimate;
+using namespace kepler::estimate;
 
 /// One scratch file for the process, removed at exit. Opened by name for each input: libzip replaces
 /// the file (a new inode) when it writes an archive.

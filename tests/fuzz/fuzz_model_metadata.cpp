@@ -21,7 +21,7 @@ void require(bool holds) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    using namespace kepler_estimate;
+    using namespace kepler::estimate;
     namespace fs = std::filesystem;
     const std::string text(reinterpret_cast<const char*>(data), size);
     const fs::path directory = "/models/fuzz";

@@ -11,7 +11,7 @@
 #include "model/model_metadata.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    using namespace kepler_estimate;
+    using namespace kepler::estimate;
     const std::string_view bytes(reinterpret_cast<const char*>(data), size);
     try {
         const MaxAbsScaler scaler = parse_max_abs_scaler(bytes);

@@ -8,7 +8,7 @@
 #include "model/model_metadata.hpp"
 #include "model/xgboost_booster.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 XgboostBooster::XgboostBooster(const std::filesystem::path& file, int, size_t)
     : XgboostBooster(std::string_view(), file.string(), 1, 0) {}
@@ -21,4 +21,4 @@ double XgboostBooster::predict(const std::vector<float>&) { return 0; }
 
 void XgboostBooster::HandleFree::operator()(void*) const noexcept {}
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

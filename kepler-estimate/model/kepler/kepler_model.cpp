@@ -8,7 +8,7 @@
 
 #include "model/model_metadata.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 namespace {
 
@@ -81,4 +81,4 @@ std::optional<NodeEnergy> KeplerModel::estimate(const FrameInput& in) {
     return out;
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

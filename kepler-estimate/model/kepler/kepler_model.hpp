@@ -12,7 +12,7 @@
 #include "model/kepler/kepler_predictor.hpp"
 #include "model/node_model.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// Kepler 0.7's sampling interval: the per-interval totals the published models were trained on.
 inline constexpr double kKeplerIntervalS = 3.0;
@@ -47,4 +47,4 @@ private:
     std::optional<std::vector<double>> idle_;      // AbsPower: prediction at rest, per zone
 };
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

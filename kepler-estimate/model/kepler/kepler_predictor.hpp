@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "model/zones.hpp"
+#include "core/zones.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// One loaded Kepler model. Not thread-safe (XGBoost boosters are used from one thread).
 class KeplerPredictor {
@@ -35,4 +35,4 @@ public:
 /// Either format, chosen by the file name's extension (.json or .zip). Throws ModelError.
 [[nodiscard]] std::unique_ptr<KeplerPredictor> load_kepler_model(const std::filesystem::path& path, int threads);
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -13,7 +13,7 @@
 #include "model/kepler/kepler_predictor.hpp"
 #include "model/model_metadata.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 namespace {
 
@@ -135,4 +135,4 @@ std::unique_ptr<KeplerPredictor> load_kepler_model(const std::filesystem::path& 
     return parse_kepler_weights(read_small_file(path, kMaxTextBytes), dynamic, path.string());
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

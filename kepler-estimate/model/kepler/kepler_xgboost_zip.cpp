@@ -13,7 +13,7 @@
 #include "model/kepler/pickle_scaler.hpp"
 #include "model/xgboost_booster.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 namespace {
 
@@ -110,4 +110,4 @@ std::unique_ptr<KeplerPredictor> load_kepler_xgboost_zip(const std::filesystem::
     return std::make_unique<XgboostZipPredictor>(path, threads);
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

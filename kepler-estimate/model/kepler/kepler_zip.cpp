@@ -7,7 +7,7 @@
 
 #include "model/model_metadata.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 namespace {
 
@@ -88,4 +88,4 @@ std::map<std::string, std::string> read_zip_entries(const std::filesystem::path&
     return entries;
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -6,7 +6,7 @@
 #include <map>
 #include <string>
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// Every entry of the archive at `path`, by name. Refuses (ModelError) archives with more than 64
 /// entries, an archive over 16 MiB, an entry over 16 MiB or more than 32 MiB in all once inflated (zip bombs: the actual
@@ -14,4 +14,4 @@ namespace kepler_estimate {
 /// (directories, "..", absolute paths), duplicates, and archives libzip finds inconsistent.
 [[nodiscard]] std::map<std::string, std::string> read_zip_entries(const std::filesystem::path& path);
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -13,7 +13,7 @@
 
 #include "model/model_metadata.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 namespace {
 
@@ -373,4 +373,4 @@ MaxAbsScaler parse_max_abs_scaler(std::string_view bytes) {
     return MaxAbsScaler{scale->array};
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// A fitted MaxAbsScaler: transform(x)[i] = x[i] / scale[i]. Plain value.
 struct MaxAbsScaler {
@@ -19,4 +19,4 @@ struct MaxAbsScaler {
 /// opcode, global or shape, and any truncation, throws ModelError naming the offset.
 [[nodiscard]] MaxAbsScaler parse_max_abs_scaler(std::string_view bytes);
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

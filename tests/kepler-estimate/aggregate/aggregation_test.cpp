@@ -4,14 +4,14 @@
 
 #include <thread>
 
-#include "app/estimator.hpp"
+#include "pipeline/estimator.hpp"
 #include "export/prometheus_export.hpp"
 #include "export/top_view.hpp"
 #include "read/frame_source.hpp"
 #include "support/metric_series.hpp"
 #include "support/test_frames.hpp"
 
-using namespace kepler_estimate;
+using namespace kepler::estimate;
 using namespace estimate_test;
 
 namespace {

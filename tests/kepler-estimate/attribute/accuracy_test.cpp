@@ -15,12 +15,12 @@
 #include <sstream>
 #include <thread>
 
-#include "app/estimator.hpp"
+#include "pipeline/estimator.hpp"
 #include "read/frame_source.hpp"
 #include "support/subprocess.hpp"
 #include "support/test_frames.hpp"
 
-using namespace kepler_estimate;
+using namespace kepler::estimate;
 using namespace estimate_test;
 using Clock = std::chrono::steady_clock;
 

@@ -4,11 +4,11 @@
 #include <numeric>
 #include <random>
 
-#include "app/estimator.hpp"
+#include "pipeline/estimator.hpp"
 #include "attribute/attribution.hpp"
 #include "support/test_frames.hpp"
 
-using namespace kepler_estimate;
+using namespace kepler::estimate;
 using namespace estimate_test;
 
 namespace {

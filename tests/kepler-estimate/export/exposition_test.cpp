@@ -10,7 +10,7 @@
 #include "export/exposition.hpp"
 #include "support/metric_series.hpp"
 
-using namespace kepler_estimate;
+using namespace kepler::estimate;
 using namespace estimate_test;
 
 namespace {

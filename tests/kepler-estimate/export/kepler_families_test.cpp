@@ -7,13 +7,13 @@
 
 #include <set>
 
-#include "app/estimator.hpp"
+#include "pipeline/estimator.hpp"
 #include "app/options.hpp"
 #include "export/prometheus_export.hpp"
 #include "support/metric_series.hpp"
 #include "support/test_frames.hpp"
 
-using namespace kepler_estimate;
+using namespace kepler::estimate;
 using namespace estimate_test;
 
 namespace {

@@ -20,7 +20,7 @@
 
 #include "export/metrics_server.hpp"
 
-using namespace kepler_estimate;
+using namespace kepler::estimate;
 
 namespace {
 

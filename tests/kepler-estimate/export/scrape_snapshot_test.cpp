@@ -11,12 +11,12 @@
 #include <future>
 #include <thread>
 
-#include "app/estimator.hpp"
+#include "pipeline/estimator.hpp"
 #include "export/prometheus_export.hpp"
 #include "support/metric_series.hpp"
 #include "support/test_frames.hpp"
 
-using namespace kepler_estimate;
+using namespace kepler::estimate;
 using namespace estimate_test;
 
 namespace {

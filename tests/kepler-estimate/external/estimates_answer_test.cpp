@@ -10,7 +10,7 @@
 #include "support/test_estimates.hpp"
 #include "support/test_frames.hpp"
 
-using namespace kepler_estimate;
+using namespace kepler::estimate;
 using namespace estimate_test;
 using std::chrono::milliseconds;
 

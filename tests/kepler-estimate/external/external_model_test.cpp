@@ -10,15 +10,15 @@
 #include <fstream>
 #include <thread>
 
-#include "app/estimator.hpp"
+#include "pipeline/estimator.hpp"
 #include "export/prometheus_export.hpp"
-#include "model/model_spec.hpp"
+#include "load/model_spec.hpp"
 #include "read/frame_source.hpp"
 #include "support/metric_series.hpp"
 #include "support/test_estimates.hpp"
 #include "support/test_frames.hpp"
 
-using namespace kepler_estimate;
+using namespace kepler::estimate;
 using namespace estimate_test;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;

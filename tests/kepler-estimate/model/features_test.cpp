@@ -4,7 +4,7 @@
 #include "model/features.hpp"
 #include "support/test_frames.hpp"
 
-using namespace kepler_estimate;
+using namespace kepler::estimate;
 using namespace estimate_test;
 
 namespace {

@@ -2,15 +2,15 @@
 // and A/B export (Kepler names carry the primary only; kepler_model_* carries every model).
 #include <gtest/gtest.h>
 
-#include "app/estimator.hpp"
+#include "pipeline/estimator.hpp"
 #include "app/options.hpp"
 #include "export/prometheus_export.hpp"
-#include "model/key_value_list.hpp"
-#include "model/model_spec.hpp"
+#include "load/key_value_list.hpp"
+#include "load/model_spec.hpp"
 #include "support/metric_series.hpp"
 #include "support/test_frames.hpp"
 
-using namespace kepler_estimate;
+using namespace kepler::estimate;
 using namespace estimate_test;
 
 namespace {

@@ -11,9 +11,9 @@
 #include <fstream>
 #include <thread>
 
-#include "app/estimator.hpp"
+#include "pipeline/estimator.hpp"
 #include "export/prometheus_export.hpp"
-#include "model/model_watch.hpp"
+#include "load/model_watch.hpp"
 #include "model/xgboost_model.hpp"
 #include "support/metric_series.hpp"
 #include "support/subprocess.hpp"
@@ -21,7 +21,7 @@
 #include "fakes/http_server.hpp"
 #include "support/digest/sha256.hpp"
 
-using namespace kepler_estimate;
+using namespace kepler::estimate;
 using namespace estimate_test;
 namespace fs = std::filesystem;
 

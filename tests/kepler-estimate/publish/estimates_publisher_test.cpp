@@ -12,13 +12,13 @@
 #include <sstream>
 #include <thread>
 
-#include "app/estimator.hpp"
+#include "pipeline/estimator.hpp"
 #include "external/estimates_answer.hpp"
 #include "publish/estimates_publisher.hpp"
 #include "support/subprocess.hpp"
 #include "support/test_frames.hpp"
 
-using namespace kepler_estimate;
+using namespace kepler::estimate;
 using namespace estimate_test;
 using std::chrono::milliseconds;
 

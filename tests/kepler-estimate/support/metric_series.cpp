@@ -130,7 +130,7 @@ std::vector<prometheus::MetricFamily> parse_exposition(const std::string& text) 
     return families;
 }
 
-std::vector<prometheus::MetricFamily> collect(const kepler_estimate::PrometheusExport& exporter) {
+std::vector<prometheus::MetricFamily> collect(const kepler::estimate::PrometheusExport& exporter) {
     return parse_exposition(exporter.render().text());
 }
 

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 class PrometheusExport;
 }
 
@@ -21,7 +21,7 @@ namespace estimate_test {
 /// bad label syntax or escapes, an unparsable value, a sample of another family's name.
 [[nodiscard]] std::vector<prometheus::MetricFamily> parse_exposition(const std::string& text);
 /// parse_exposition() of what `exporter` renders now.
-[[nodiscard]] std::vector<prometheus::MetricFamily> collect(const kepler_estimate::PrometheusExport& exporter);
+[[nodiscard]] std::vector<prometheus::MetricFamily> collect(const kepler::estimate::PrometheusExport& exporter);
 
 /// Label name/value pairs a series must all carry.
 using Labels = std::vector<std::pair<std::string, std::string>>;

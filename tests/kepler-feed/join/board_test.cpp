@@ -12,7 +12,7 @@
 #include "join/estimates_board.hpp"
 #include "keplershm/keplershm.hpp"
 
-namespace kepler_feed {
+namespace kepler::feed {
 namespace {
 
 using namespace std::chrono_literals;
@@ -116,4 +116,4 @@ TEST(EstimatesBoard, ASourceThatLeftThePreviousFrameUnansweredIsNotWaitedFor) {
 }
 
 }  // namespace
-}  // namespace kepler_feed
+}  // namespace kepler::feed

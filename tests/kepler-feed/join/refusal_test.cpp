@@ -6,7 +6,7 @@
 
 #include "join/estimates_board.hpp"
 
-namespace kepler_feed {
+namespace kepler::feed {
 namespace {
 
 constexpr uint32_t kNo = 0xffffffffu;
@@ -69,4 +69,4 @@ TEST(Refusal, TheCopyMustHoldItsRows) {
 }
 
 }  // namespace
-}  // namespace kepler_feed
+}  // namespace kepler::feed

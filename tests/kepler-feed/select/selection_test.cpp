@@ -4,7 +4,7 @@
 #include "select/encode.hpp"
 #include "select/selection.hpp"
 
-namespace kepler_feed {
+namespace kepler::feed {
 namespace {
 
 std::optional<Selection> parse(const v1::SubscribeRequest& request, std::string& error) {
@@ -87,4 +87,4 @@ TEST(Encode, TextFromTheSegmentBecomesValidUtf8) {
 }
 
 }  // namespace
-}  // namespace kepler_feed
+}  // namespace kepler::feed

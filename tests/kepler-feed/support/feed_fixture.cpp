@@ -148,7 +148,7 @@ std::string compare_section(const v1::Section& section, keplershm_reader* reader
     if (section.rows() != count) return fmt::format("section {}: {} rows remote, {} local", section.name(), section.rows(), count);
     const auto* base = static_cast<const uint8_t*>(records);
     uint32_t record_type = 0;
-    for (const auto& kind : kepler_feed::section_kinds())
+    for (const auto& kind : kepler::feed::section_kinds())
         if (kind.id == section.id()) record_type = kind.record_type;
     if (record_type == 0) {
         return section.data() == std::string(reinterpret_cast<const char*>(base), count) ? "" : "strings differ";

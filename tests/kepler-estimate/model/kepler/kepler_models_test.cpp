@@ -10,16 +10,16 @@
 #include <nlohmann/json.hpp>
 
 #include "model/kepler/kepler_model.hpp"
-#include "model/kepler/kepler_model_db.hpp"
+#include "load/kepler_model_db.hpp"
 #include "model/kepler/kepler_zip.hpp"
 #include "model/model_metadata.hpp"
-#include "model/model_set.hpp"
+#include "select/model_set.hpp"
 #include "model/kepler/pickle_scaler.hpp"
 #include "support/digest/sha256.hpp"
 #include "support/subprocess.hpp"
 #include "support/test_frames.hpp"
 
-using namespace kepler_estimate;
+using namespace kepler::estimate;
 using namespace estimate_test;
 namespace fs = std::filesystem;
 

@@ -1,4 +1,4 @@
-#include "model/http_fetch.hpp"
+#include "load/http_fetch.hpp"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 
 #include "support/http/http_client.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 namespace fs = std::filesystem;
 
@@ -36,4 +36,4 @@ void write_atomically(const fs::path& path, const std::string& bytes) {
     fs::rename(temporary, path);
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

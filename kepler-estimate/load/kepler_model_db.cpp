@@ -1,4 +1,4 @@
-#include "model/kepler/kepler_model_db.hpp"
+#include "load/kepler_model_db.hpp"
 
 #include <fmt/format.h>
 
@@ -14,10 +14,10 @@
 #include <stdexcept>
 
 #include "model/json_object.hpp"
-#include "model/key_value_list.hpp"
+#include "load/key_value_list.hpp"
 #include "model/model_metadata.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -242,4 +242,4 @@ fs::path kepler_db_model_path(const KeplerDbParams& p, int node_type) {
     return p.dir / p.source / p.output / p.group / file;
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

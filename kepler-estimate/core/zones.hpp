@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// Kepler 0.7's zone names; RAPL psys and hwmon/ACPI meters both map to `platform`.
 enum class ZoneKind : uint8_t { package, core, uncore, dram, platform, gpu, other };
@@ -38,4 +38,4 @@ struct ZoneKey {
 /// The `package` label: the socket number, or "all" for a whole-node zone.
 [[nodiscard]] std::string socket_label(uint32_t socket);
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

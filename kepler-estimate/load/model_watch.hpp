@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
-#include "model/http_fetch.hpp"
+#include "load/http_fetch.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// A model directory (or metadata file) to watch, and the digest its model.json is pinned to (or empty).
 struct WatchedModel {
@@ -60,4 +60,4 @@ private:
     std::thread thread_;
 };
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// Where model files come from (--model-server and its TLS options). Plain value.
 struct ModelServer {
@@ -26,4 +26,4 @@ inline constexpr size_t kMaxModelFileBytes = 16u << 20;
 /// Writes `bytes` to `path` through a temporary file and a rename, so a reader never sees half a file.
 void write_atomically(const std::filesystem::path& path, const std::string& bytes);
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -1,10 +1,10 @@
-#include "model/key_value_list.hpp"
+#include "load/key_value_list.hpp"
 
 #include <fmt/format.h>
 
 #include <stdexcept>
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 std::vector<KeyValue> split_key_value_list(std::string_view list, std::string_view what) {
     std::vector<KeyValue> items;
@@ -20,4 +20,4 @@ std::vector<KeyValue> split_key_value_list(std::string_view list, std::string_vi
     return items;
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

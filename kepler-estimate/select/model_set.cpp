@@ -1,4 +1,4 @@
-#include "model/model_set.hpp"
+#include "select/model_set.hpp"
 
 #include <fmt/format.h>
 
@@ -7,12 +7,12 @@
 #include <numeric>
 
 #include "external/external_model.hpp"
-#include "model/http_fetch.hpp"
+#include "load/http_fetch.hpp"
 #include "model/kepler/kepler_model.hpp"
-#include "model/kepler/kepler_model_db.hpp"
+#include "load/kepler_model_db.hpp"
 #include "model/xgboost_model.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 namespace fs = std::filesystem;
 
@@ -362,4 +362,4 @@ std::vector<std::string> ModelSet::take_messages() {
     return out;
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

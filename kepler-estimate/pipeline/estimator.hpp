@@ -13,9 +13,9 @@
 #include "aggregate/ledger.hpp"
 #include "attribute/attribution.hpp"
 #include "keplershm/keplershm.hpp"
-#include "model/model_set.hpp"
+#include "select/model_set.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 struct EstimatorOptions {
     std::vector<ModelSpec> models;
@@ -109,4 +109,4 @@ private:
     uint64_t covered_until_ns_ = 0;  // end of the latest interval read
 };
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

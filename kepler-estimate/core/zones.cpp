@@ -1,10 +1,10 @@
-#include "model/zones.hpp"
+#include "core/zones.hpp"
 
 #include <array>
 
 #include "keplershm.h"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 namespace {
 constexpr std::array<std::string_view, 7> kNames = {"package", "core", "uncore", "dram", "platform", "gpu", "other"};
@@ -53,4 +53,4 @@ bool is_top_level(ZoneKind kind) noexcept {
 
 std::string socket_label(uint32_t socket) { return socket == kWholeNode ? std::string("all") : std::to_string(socket); }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

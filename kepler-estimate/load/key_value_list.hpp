@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// One `key=value` item; views into the text given to split_key_value_list. Plain value.
 struct KeyValue {
@@ -19,4 +19,4 @@ struct KeyValue {
 /// included) and "<what> \"<item>\" has an empty key"; `what` is e.g. "curve parameter".
 [[nodiscard]] std::vector<KeyValue> split_key_value_list(std::string_view list, std::string_view what);
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -13,12 +13,12 @@
 
 #include "keplershm/keplershm.hpp"
 #include "external/external_model.hpp"
-#include "model/http_fetch.hpp"
-#include "model/model_spec.hpp"
-#include "model/model_watch.hpp"
+#include "load/http_fetch.hpp"
+#include "load/model_spec.hpp"
+#include "load/model_watch.hpp"
 #include "model/node_model.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// What one model did, for export and logs. Plain value.
 struct ModelReport {
@@ -111,4 +111,4 @@ private:
     std::deque<std::pair<FrameId, MeterTotals>> recent_meter_;  // metered frames, for late answers' errors
 };
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

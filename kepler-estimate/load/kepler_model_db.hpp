@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// Options of a kepler-db spec: `kepler-db:DIR[,source=S,output=O,group=G,trainer=T,root=R,min_similarity=X]`.
 /// Plain value.
@@ -50,4 +50,4 @@ struct NodeTypeChoice {
 /// <dir>/<source>/<output>/<group>/<trainer>_<type>.zip (or .json for weight trainers).
 [[nodiscard]] std::filesystem::path kepler_db_model_path(const KeplerDbParams& params, int node_type);
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -1,4 +1,4 @@
-#include "model/model_spec.hpp"
+#include "load/model_spec.hpp"
 
 #include <fmt/format.h>
 
@@ -8,10 +8,10 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "model/key_value_list.hpp"
+#include "load/key_value_list.hpp"
 #include "support/digest/sha256.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 namespace {
 
@@ -127,4 +127,4 @@ std::vector<ModelSpec> with_builtin_models(std::vector<ModelSpec> specs) {
     return specs;
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -1,4 +1,4 @@
-#include "model/model_watch.hpp"
+#include "load/model_watch.hpp"
 
 #include <fmt/format.h>
 #include <poll.h>
@@ -8,10 +8,11 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "model/http_fetch.hpp"
+#include "load/http_fetch.hpp"
 #include "model/model_metadata.hpp"
+#include "support/log/log.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -69,10 +70,10 @@ void ModelWatcher::fetch_missing() {
         const fs::path directory = meta.parent_path();
         try {
             fetch_model(options_.model_server, directory.filename().string(), directory, model.metadata_sha256);
-            fmt::print(stderr, "kepler-estimate: fetched model {} from {}\n", directory.string(), options_.model_server.url);
+            log_info("fetched model {} from {}", directory.string(), options_.model_server.url);
         } catch (const std::exception& e) {
             fetch_errors_.fetch_add(1, std::memory_order_relaxed);
-            fmt::print(stderr, "kepler-estimate: cannot fetch model {}: {}\n", directory.filename().string(), e.what());
+            log_warn("cannot fetch model {}: {}", directory.filename().string(), e.what());
         }
     }
 }
@@ -111,4 +112,4 @@ void ModelWatcher::run() {
     }
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

@@ -1,8 +1,8 @@
-#include "app/estimator.hpp"
+#include "pipeline/estimator.hpp"
 
 #include <fmt/format.h>
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 Estimator::Estimator(EstimatorOptions options)
     : options_(std::move(options)), models_(options_.models, options_.primary, options_.model_set), ledger_(options_.ledger) {}
@@ -95,4 +95,4 @@ bool Estimator::process(const keplershm::FrameView& frame) {
     return true;
 }
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate

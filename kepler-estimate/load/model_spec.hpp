@@ -6,10 +6,10 @@
 #include <string_view>
 #include <vector>
 
-#include "model/kepler/kepler_model_db.hpp"
+#include "load/kepler_model_db.hpp"
 #include "model/node_model.hpp"
 
-namespace kepler_estimate {
+namespace kepler::estimate {
 
 /// A model's name: 1 to kMaxModelName characters of [A-Za-z0-9_.-].
 inline constexpr size_t kMaxModelName = 64;
@@ -37,4 +37,4 @@ struct ModelSpec {
 /// gets an answer) unless a model of that kind is configured already.
 [[nodiscard]] std::vector<ModelSpec> with_builtin_models(std::vector<ModelSpec> specs);
 
-}  // namespace kepler_estimate
+}  // namespace kepler::estimate
