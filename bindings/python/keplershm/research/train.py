@@ -226,9 +226,9 @@ def nested_choice(cvs, forward, rule=RULE):
 
 
 def choice_without_each_fold(cvs, choose=lowest_mean):
-    """[(candidate, its MAE on the fold)] per fold: the candidate `choose` (train's rule by default) picks
-    from the *other* folds' errors, and how it does on the fold it did not look at. The chosen candidate's
-    own folds are optimistic, since the choice saw them; these are not, on that count."""
+    """[(candidate, its MAE on the fold)] per fold: the candidate `choose` (a rule on blocked folds only;
+    the old rule, lowest_mean, by default) picks from the *other* folds' errors, and how it does on the
+    fold it did not look at. nested_choice() is the same for RULES, which see forward folds too."""
     fold_count = len(next(iter(cvs.values())).folds)
     picks = []
     for held_out in range(fold_count):
