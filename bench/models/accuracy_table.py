@@ -4,8 +4,8 @@ accuracy"): keplershm train's own evaluation on Kepler's real nx12 data (tests/d
 feature group and zone, next to Kepler's published numbers on the same data.
 
 The headline is nested: each contiguous fold (early → late) predicted by the candidate train's rule picks
-with that fold's errors left out, so no fold grades a choice it took part in; on the last fold that is
-train run on the first four fifths and scored on the last. Beside it, for comparison only: the random
+with that fold's errors left out, so no fold grades a choice it took part in; on the last fold the
+scored model is trained on the first four fifths (the pick can differ from train's on them alone). Beside it, for comparison only: the random
 split (what Kepler publishes), the candidate train picks from all folds with its blocked-CV mean and
 worst (optimistic: the choice saw those folds), and plain unconstrained trees on the same folds.
 

@@ -215,9 +215,9 @@ def candidate_scores(cvs, forward, without=None):
 
 def nested_choice(cvs, forward, rule=RULE):
     """[(candidate, its MAE on the fold)] per blocked fold: the candidate `rule` (a RULES name) picks with
-    that fold's errors left out, blocked and forward alike, and its blocked-CV MAE on the fold. This is
-    what a user meets: on the last fold it is exactly train run on the earlier four fifths and scored
-    on the last (the forward folds that remain never saw it either)."""
+    that fold's errors left out, blocked and forward alike, and its blocked-CV MAE on the fold. On the
+    last fold the scored model is the one train on the earlier four fifths would fit; the pick can
+    differ from train's there (the other blocked folds' models saw the last fifth), not the grading."""
     picks = []
     for cv_fold in next(iter(cvs.values())).folds:
         name = RULES[rule](candidate_scores(cvs, forward, without=cv_fold.index))
