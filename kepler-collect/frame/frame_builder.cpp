@@ -12,9 +12,9 @@ namespace {
 
 keplershm_process to_record(const ProcessActivity& a, uint64_t cgroup_id, uint32_t workload_index) {
     keplershm_process r{};
-    r.pid = a.key.tgid;
-    r.tgid = a.key.tgid;
-    r.start_time_ticks = a.key.start_ticks;
+    r.pid = a.key.pid;
+    r.tgid = a.key.pid;
+    r.start_time_ticks = a.key.start_time_ticks;
     r.cgroup_id = cgroup_id;
     r.workload_index = workload_index;
     r.flags = a.flags;

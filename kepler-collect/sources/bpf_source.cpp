@@ -38,7 +38,7 @@ constexpr uint64_t kMetricBit[KEPLER_HW_COUNTERS] = {KEPLERSHM_METRIC_CYCLES, KE
                                                      KEPLERSHM_METRIC_CACHE_MISSES};
 
 ProcessKey to_key(const kepler_proc_key& k) noexcept { return ProcessKey{k.tgid, k.start_ticks}; }
-kepler_proc_key to_bpf_key(const ProcessKey& k) noexcept { return kepler_proc_key{k.tgid, 0, k.start_ticks}; }
+kepler_proc_key to_bpf_key(const ProcessKey& k) noexcept { return kepler_proc_key{k.pid, 0, k.start_time_ticks}; }
 
 /// Copies a hash map keyed by process into `keys`/`values` (at most `capacity` entries); returns the count.
 /// Batch lookups copy each bucket under its lock, so an element replaced whole by the program (a cut
@@ -214,7 +214,7 @@ BpfSource::ProcessTimes BpfSource::read_spanning(const CpuStates& states, uint64
         } else if (const uint64_t running = running_part_before(s, boundary); running != 0) {
             // A thread that ended meanwhile resolves to nothing: its last slice was charged at its exit.
             const ProcessKey key = resolve_thread(s.tid);
-            if (key.tgid != 0) before_boundary[key] += running;
+            if (key.pid != 0) before_boundary[key] += running;
         }
     }
     return before_boundary;
@@ -364,7 +364,7 @@ SourceSample BpfSource::sample() {
     // Running since its first switch-in and never switched out yet: not in the map, only on a CPU.
     for (const auto& [key, running_ns] : in_flight) {
         kepler_proc_stats none{};
-        const ReadResult comm = read_text_file(fmt::format("{}/{}/comm", proc_root_, key.tgid), 256);
+        const ReadResult comm = read_text_file(fmt::format("{}/{}/comm", proc_root_, key.pid), 256);
         std::string_view name = trim(comm.text);
         std::memcpy(none.comm, name.data(), std::min(name.size(), sizeof none.comm - 1));
         ProcessActivity a = account(key, none, running_ns, false, out);
@@ -381,9 +381,9 @@ SourceSample BpfSource::sample() {
 // while the map was full) would otherwise occupy the map for ever.
 void BpfSource::collect_stale(const std::vector<ProcessKey>& quiet) {
     for (const ProcessKey& key : quiet) {
-        const ReadResult stat = read_text_file(fmt::format("{}/{}/stat", proc_root_, key.tgid), 4096);
+        const ReadResult stat = read_text_file(fmt::format("{}/{}/stat", proc_root_, key.pid), 4096);
         const auto parsed = parse_proc_pid_stat(stat.text);
-        if (!parsed || parsed->start_ticks != key.start_ticks) delete_entry(key);
+        if (!parsed || parsed->start_ticks != key.start_time_ticks) delete_entry(key);
     }
 }
 

@@ -10,22 +10,13 @@
 #include <vector>
 
 #include "keplershm.h"
+#include "keplershm/keplershm.hpp"
 
 namespace kepler::collect {
 
-/// A process: thread-group id and start time in clock ticks since boot (/proc/<pid>/stat field 22).
-/// A reused pid has another start time, so two processes never merge.
-struct ProcessKey {
-    uint32_t tgid = 0;
-    uint64_t start_ticks = 0;
-    friend bool operator==(const ProcessKey&, const ProcessKey&) = default;
-};
-
-struct ProcessKeyHash {
-    size_t operator()(const ProcessKey& k) const noexcept {
-        return std::hash<uint64_t>{}((uint64_t{k.tgid} << 40) ^ k.start_ticks);
-    }
-};
+/// A process: (pid, start time), the protocol's key (keplershm.hpp).
+using keplershm::ProcessKey;
+using keplershm::ProcessKeyHash;
 
 /// One process over one interval: deltas, plus keplershm_process_flag bits saying which are valid.
 struct ProcessActivity {

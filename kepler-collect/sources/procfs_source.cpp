@@ -80,7 +80,7 @@ uint64_t ProcfsSource::ended_ticks(const SeenMap& before, const SeenMap& now) {
     for (const auto& [key, seen] : now) {
         const auto earlier = before.find(key);
         const uint64_t was = earlier != before.end() ? earlier->second.children_ticks : 0;  // new: 0 at fork
-        by_parent[key.tgid] = seen.children_ticks > was ? static_cast<int64_t>(seen.children_ticks - was) : 0;
+        by_parent[key.pid] = seen.children_ticks > was ? static_cast<int64_t>(seen.children_ticks - was) : 0;
     }
     int64_t orphans = 0;
     for (const auto& [key, seen] : before) {

@@ -138,7 +138,7 @@ void WorkloadResolver::update_names() {
 }
 
 std::shared_ptr<const CgroupWorkload> WorkloadResolver::read_workload(const ProcessActivity& p) {
-    const std::string base = fmt::format("{}/{}", proc_root_, p.key.tgid);
+    const std::string base = fmt::format("{}/{}", proc_root_, p.key.pid);
     const ReadResult cgroup = read_text_file(base + "/cgroup", 64 * 1024);
     if (!cgroup.ok()) return nullptr;
     const std::vector<CgroupLine> lines = parse_proc_cgroup(cgroup.text);
@@ -151,7 +151,7 @@ std::shared_ptr<const CgroupWorkload> WorkloadResolver::read_workload(const Proc
     w->identity = std::move(chosen.identity);
 
     const std::string_view comm(p.comm.data(), strnlen(p.comm.data(), p.comm.size()));
-    if (comm == "conmon") name_learned_ = names_.learn_process(p.key.tgid) || name_learned_;
+    if (comm == "conmon") name_learned_ = names_.learn_process(p.key.pid) || name_learned_;
     name_container(w->identity);
     // Published under its owner: a user can name a scope after any container (owned_container_id).
     w->identity.container_id = owned_container_id(w->identity.container_id, w->identity.rootless_uid);
@@ -178,7 +178,7 @@ void WorkloadResolver::name_vm(const ProcessKey& key, const std::string& base, W
     if (identity.runtime == KEPLERSHM_RUNTIME_UNKNOWN) identity.runtime = vm->runtime;
     if (!vm->name.empty()) identity.vm_name = vm->name;
     if (!vm->id.empty()) identity.vm_id = vm->id;
-    if (identity.vm_id.empty()) identity.vm_id = derived_vm_id(cmdline, key.tgid, key.start_ticks);
+    if (identity.vm_id.empty()) identity.vm_id = derived_vm_id(cmdline, key.pid, key.start_time_ticks);
     if (identity.vm_name.empty()) identity.vm_name = default_vm_name(identity.runtime, identity.vm_id);
 }
 

@@ -39,15 +39,9 @@ struct UsageTotals {
     void add(const keplershm_process& p);
 };
 
-/// Processes are keyed by (pid, start time), never pid alone.
-struct ProcessKey {
-    uint32_t pid = 0;
-    uint64_t start_time_ticks = 0;
-    bool operator==(const ProcessKey&) const = default;
-};
-struct ProcessKeyHash {
-    size_t operator()(const ProcessKey& k) const noexcept { return std::hash<uint64_t>{}((k.start_time_ticks << 22) ^ k.pid); }
-};
+/// Processes are keyed by (pid, start time), never pid alone: the protocol's key (keplershm.hpp).
+using keplershm::ProcessKey;
+using keplershm::ProcessKeyHash;
 
 struct ProcessEntry {
     EntityEnergy energy;

@@ -129,6 +129,21 @@ template <size_t N>
     return {field, n};
 }
 
+/// A process as frames name it (keplershm_process.pid, .start_time_ticks): its thread-group id and its start
+/// time in clock ticks since boot (/proc/<pid>/stat field 22). A reused pid has another start time, so two
+/// processes never merge. Writers and readers key their per-process state by it. Plain value.
+struct ProcessKey {
+    uint32_t pid = 0;
+    uint64_t start_time_ticks = 0;
+    friend bool operator==(const ProcessKey&, const ProcessKey&) = default;
+};
+
+struct ProcessKeyHash {
+    size_t operator()(const ProcessKey& k) const noexcept {
+        return std::hash<uint64_t>{}((uint64_t{k.pid} << 40) ^ k.start_time_ticks);
+    }
+};
+
 /// The name of an enum keplershm_runtime value ("docker", "containerd", "cri-o", "podman", "libvirt", "qemu",
 /// "xen", "firecracker", "cloud-hypervisor", "virtualbox", "vmware"); "unknown" for 0 and for values of
 /// newer minors.

@@ -39,7 +39,7 @@ constexpr uint64_t kRepairSlack = 25'000'000;  // 20 ms repair period + a 4 ms t
 
 const ProcessActivity* find(const SourceSample& s, pid_t pid) {
     for (const ProcessActivity& p : s.processes) {
-        if (p.key.tgid == static_cast<uint32_t>(pid)) return &p;
+        if (p.key.pid == static_cast<uint32_t>(pid)) return &p;
     }
     return nullptr;
 }
@@ -84,7 +84,7 @@ TEST(BpfSource, BusyChildGetsWholeIntervalEveryFrameAndMatchesProcStat) {
     const testing::ProcTimes proc = testing::proc_times(child.pid());
     const ProcessActivity* p = find(previous.sample, child.pid());
     ASSERT_NE(p, nullptr);
-    EXPECT_EQ(p->key.start_ticks, proc.start_ticks) << "start time must equal /proc/<pid>/stat field 22";
+    EXPECT_EQ(p->key.start_time_ticks, proc.start_ticks) << "start time must equal /proc/<pid>/stat field 22";
     EXPECT_NEAR(static_cast<double>(total), static_cast<double>(proc.cpu_ns), 0.05 * proc.cpu_ns)
         << "total over all frames vs /proc/<pid>/stat utime+stime";
     EXPECT_GE(total + kRepairSlack, previous.before_ns) << "nothing lost since the child started";
@@ -305,7 +305,7 @@ TEST(BpfSource, ExitedChildIsReportedOnceWithItsTime) {
     testing::sleep_ms(700);
     uint64_t seen = 0;
     for (const ProcessActivity& p : source.sample().processes) {
-        if (p.key.tgid == static_cast<uint32_t>(pid)) seen += p.cpu_time_ns;
+        if (p.key.pid == static_cast<uint32_t>(pid)) seen += p.cpu_time_ns;
     }
     testing::sleep_ms(300);
     const uint64_t rusage_ns = child->stop();
@@ -314,7 +314,7 @@ TEST(BpfSource, ExitedChildIsReportedOnceWithItsTime) {
     const ProcessActivity* p = find(s, pid);
     ASSERT_NE(p, nullptr) << "the exit interval must carry the process";
     EXPECT_TRUE(p->flags & KEPLERSHM_PROC_EXITED);
-    EXPECT_EQ(p->key.start_ticks, start_ticks);
+    EXPECT_EQ(p->key.start_time_ticks, start_ticks);
     EXPECT_GE(s.exited_processes, 1u);
     seen += p->cpu_time_ns;
     EXPECT_NEAR(static_cast<double>(seen), static_cast<double>(rusage_ns), 0.05 * rusage_ns + 5e6);
@@ -537,7 +537,7 @@ TEST_P(BpfAttachFlavour, CountsABusyChild) {
     const ProcessActivity* p = find(s, child.pid());
     ASSERT_NE(p, nullptr);
     EXPECT_GE(p->cpu_time_ns, (s.read_time_ns - begin) * 85 / 100) << to_string(GetParam());
-    EXPECT_EQ(p->key.start_ticks, testing::proc_times(child.pid()).start_ticks);
+    EXPECT_EQ(p->key.start_time_ticks, testing::proc_times(child.pid()).start_ticks);
 }
 
 INSTANTIATE_TEST_SUITE_P(Chain, BpfAttachFlavour,

@@ -18,7 +18,7 @@ using testing::BusyChild;
 
 const ProcessActivity* find(const SourceSample& s, pid_t pid) {
     for (const ProcessActivity& p : s.processes) {
-        if (p.key.tgid == static_cast<uint32_t>(pid)) return &p;
+        if (p.key.pid == static_cast<uint32_t>(pid)) return &p;
     }
     return nullptr;
 }
@@ -46,7 +46,7 @@ TEST(ProcfsSource, ReusedPidIsANewProcessNotAContinuation) {
     proc.write("100/stat", proc_stat_line(100, "second", 3, 0, 9000));
     s = source.sample();
     ASSERT_EQ(s.processes.size(), 1u);
-    EXPECT_EQ(s.processes[0].key.start_ticks, 9000u);
+    EXPECT_EQ(s.processes[0].key.start_time_ticks, 9000u);
     EXPECT_TRUE(s.processes[0].flags & KEPLERSHM_PROC_NEW);
     EXPECT_EQ(s.processes[0].cpu_time_ns, 3 * ns_per_tick()) << "never 3 − 20 ticks, never merged with the first";
     EXPECT_EQ(std::string(s.processes[0].comm.data()), "second");
@@ -123,7 +123,7 @@ TEST(ProcfsSource, BusyChildEveryIntervalMatchesTheScheduler) {
         const testing::Bracketed now = testing::sample_bracketed(source, child.pid());
         const ProcessActivity* p = find(now.sample, child.pid());
         ASSERT_NE(p, nullptr);
-        EXPECT_EQ(p->key.start_ticks, testing::proc_times(child.pid()).start_ticks);
+        EXPECT_EQ(p->key.start_time_ticks, testing::proc_times(child.pid()).start_ticks);
         EXPECT_GE(p->cpu_time_ns + granularity, now.before_ns - previous.after_ns) << "frame " << frame;
         EXPECT_LE(p->cpu_time_ns, now.after_ns - previous.before_ns + granularity) << "frame " << frame;
         if (geteuid() == 0) {  // at nice −20 the child owns its CPU, so it must show ~the whole interval

@@ -331,7 +331,7 @@ TEST(Mountinfo, CgroupMountsOfAHybridHost) {
 TEST(WorkloadResolver, ThisProcessResolvesWithTheCgroupIdOfItsDirectory) {
     WorkloadResolver resolver;
     ProcessActivity self;
-    self.key.tgid = static_cast<uint32_t>(getpid());
+    self.key.pid = static_cast<uint32_t>(getpid());
     self.set_comm("test");
     const auto w = resolver.resolve(self);
     ASSERT_NE(w, nullptr);
@@ -339,7 +339,7 @@ TEST(WorkloadResolver, ThisProcessResolvesWithTheCgroupIdOfItsDirectory) {
     EXPECT_EQ(w->path[0], '/');
     EXPECT_NE(self.cgroup_id, 0u) << "filled from the cgroup directory's inode";
     ProcessActivity kernel;
-    kernel.key.tgid = 2;
+    kernel.key.pid = 2;
     kernel.flags = KEPLERSHM_PROC_KERNEL;
     EXPECT_EQ(resolver.resolve(kernel)->identity.kind, static_cast<uint32_t>(KEPLERSHM_WORKLOAD_KERNEL));
 }
@@ -355,7 +355,7 @@ TEST(WorkloadResolver, AProcessGoneFromProcGetsTheWorkloadOfItsCgroupId) {
     gone.key = ProcessKey{0x7fffffff, 2};  // no such pid
     gone.cgroup_id = 777;
     EXPECT_EQ(resolver.resolve(gone), known);
-    gone.key.start_ticks = 3;
+    gone.key.start_time_ticks = 3;
     gone.cgroup_id = 778;
     EXPECT_EQ(resolver.resolve(gone), nullptr) << "an unknown cgroup stays unknown";
 }
