@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "support/build/build_info.hpp"  // generated
-
 namespace kepler::estimate::families {
 
 double interval_or_one(const Ledger& ledger) { return ledger.interval_s() > 0 ? ledger.interval_s() : 1.0; }
@@ -29,13 +27,6 @@ bool is_meter(std::string_view source) {
 
 const char* state(const Ledger& ledger, const EntityEnergy& energy) {
     return energy.last_seen_ns >= ledger.node().last_seen_ns ? "running" : "terminated";
-}
-
-const BuildFacts& build_facts() {
-    using kepler::support::kBuild;
-    static const BuildFacts facts{std::string(kBuild.version), std::string(kBuild.revision), std::string(kBuild.branch),
-                                  std::string(kBuild.os), std::string(kBuild.arch)};
-    return facts;
 }
 
 std::vector<std::pair<ProcessKey, const ProcessEntry*>> exported_processes(const Ledger& ledger) {

@@ -33,12 +33,6 @@ struct ByKind {
 /// until the series expire after --retention.
 [[nodiscard]] const char* state(const Ledger& ledger, const EntityEnergy& energy);
 
-/// Build facts fixed at configure time (version, git revision and branch, os and Go-style arch).
-struct BuildFacts {
-    std::string version, revision, branch, os, arch;
-};
-[[nodiscard]] const BuildFacts& build_facts();
-
 /// Processes with series (not refused by the series cap), by (pid, start time): the order is stable.
 [[nodiscard]] std::vector<std::pair<ProcessKey, const ProcessEntry*>> exported_processes(const Ledger& ledger);
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "export/families.hpp"
+#include "support/build/build_info.hpp"  // generated
 
 namespace kepler::estimate::families {
 
@@ -127,7 +128,7 @@ void add_processes(Exposition& out, const Context& ctx) {
 }
 
 void add_build_info(Exposition& out) {
-    const BuildFacts& f = build_facts();
+    const kepler::support::BuildInfo& f = kepler::support::kBuild;  // fixed at configure time
     out.add("kepler_build_info", "Build of this exporter (kepler-estimate); goversion names the C++ compiler", MetricType::gauge,
             {{"arch", f.arch}, {"branch", f.branch}, {"revision", f.revision}, {"version", f.version}, {"goversion", __VERSION__}}, 1);
 }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "export/families.hpp"
+#include "support/build/build_info.hpp"  // generated
 
 namespace kepler::estimate::families {
 
@@ -195,7 +196,7 @@ void add_info(Exposition& out, const Ledger& ledger) {
 }
 
 void add_build_info(Exposition& out) {
-    const BuildFacts& f = build_facts();
+    const kepler::support::BuildInfo& f = kepler::support::kBuild;  // fixed at configure time
     out.add("kepler_exporter_build_info", "Build of this exporter (kepler-estimate); value 1", MetricType::gauge,
             {{"branch", f.branch}, {"revision", f.revision}, {"version", f.version}, {"os", f.os}, {"arch", f.arch}}, 1);
 }
