@@ -17,7 +17,7 @@
 #include "kepler_collect/collector.hpp"
 #include "keplershm/keplershm.hpp"
 #include "sources/process_source.hpp"
-#include "support/build/build_info.hpp"
+#include "support/version/build_info.hpp"
 #include "workloads/kube_metadata.hpp"
 #include "workloads/workload_resolver.hpp"
 

@@ -6,7 +6,7 @@
 
 #include "common/text_io.hpp"
 #include "kepler_collect/collector.hpp"
-#include "support/build/build_info.hpp"
+#include "support/version/build_info.hpp"
 
 namespace kepler::collect {
 

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "support/build/build_info.hpp"
+#include "support/version/build_info.hpp"
 
 namespace kepler::estimate {
 

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "export/families.hpp"
-#include "support/build/build_info.hpp"  // generated
+#include "support/version/build_info.hpp"  // generated
 
 namespace kepler::estimate::families {
 

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "export/families.hpp"
-#include "support/build/build_info.hpp"  // generated
+#include "support/version/build_info.hpp"  // generated
 
 namespace kepler::estimate::families {
 

@@ -2,7 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "support/build/build_info.hpp"
+#include "support/version/build_info.hpp"
 
 #include <algorithm>
 
