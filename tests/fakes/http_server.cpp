@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -11,7 +13,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <charconv>
 #include <stdexcept>
+#include <string_view>
 
 extern char** environ;
 
@@ -26,10 +31,30 @@ struct Connection {
     ssize_t read(char* buffer, size_t size) const {
         return tls ? SSL_read(tls, buffer, static_cast<int>(size)) : ::read(fd, buffer, size);
     }
-    ssize_t write(const char* data, size_t size) const {
-        return tls ? SSL_write(tls, data, static_cast<int>(size)) : ::write(fd, data, size);
+    /// All of `data`, through partial writes; false when the client hung up or stopped reading.
+    bool write_all(std::string_view data) const {
+        constexpr size_t kChunk = 1 << 20;  // SSL_write takes an int
+        while (!data.empty()) {
+            const size_t size = std::min(data.size(), kChunk);
+            // MSG_NOSIGNAL: a client gone mid-body is EPIPE here, not a SIGPIPE that ends the test process.
+            const ssize_t n = tls ? SSL_write(tls, data.data(), static_cast<int>(size)) : ::send(fd, data.data(), size, MSG_NOSIGNAL);
+            if (n < 0 && !tls && errno == EINTR) continue;
+            if (n <= 0) return false;
+            data.remove_prefix(static_cast<size_t>(n));
+        }
+        return true;
     }
 };
+
+/// OpenSSL writes to the socket with write(2), which raises SIGPIPE when the client has gone. Blocked on the
+/// server's thread alone, the signal stays pending there (and goes with the thread) while the write fails
+/// with EPIPE; the test process's own SIGPIPE disposition is left as it is.
+void block_broken_pipe_signals_on_this_thread() {
+    sigset_t broken_pipe;
+    sigemptyset(&broken_pipe);
+    sigaddset(&broken_pipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &broken_pipe, nullptr);
+}
 
 bool run_quietly(const std::vector<std::string>& argv) {
     std::vector<char*> args;
@@ -70,6 +95,57 @@ FakeHttpServer::Request parse_head(const std::string& head) {
     return request;
 }
 
+/// The standard reason phrase: some clients log it, none should depend on it.
+const char* reason_phrase(int status) {
+    switch (status) {
+        case 200: return "OK";
+        case 201: return "Created";
+        case 204: return "No Content";
+        case 400: return "Bad Request";
+        case 401: return "Unauthorized";
+        case 403: return "Forbidden";
+        case 404: return "Not Found";
+        case 405: return "Method Not Allowed";
+        case 500: return "Internal Server Error";
+        case 503: return "Service Unavailable";
+        default: return "Fake";
+    }
+}
+
+/// The request's head and, per Content-Length, its body (at most kMaxRequestBody bytes); nullopt when the
+/// client hung up, stalled or sent a head over 64 KiB.
+std::optional<FakeHttpServer::Request> read_request(const Connection& connection) {
+    std::string received;
+    char buffer[16384];
+    size_t head_end = std::string::npos;
+    while ((head_end = received.find("\r\n\r\n")) == std::string::npos) {
+        if (received.size() >= 65536) return std::nullopt;
+        const ssize_t n = connection.read(buffer, sizeof buffer);
+        if (n <= 0) return std::nullopt;
+        received.append(buffer, static_cast<size_t>(n));
+    }
+    FakeHttpServer::Request request = parse_head(received.substr(0, head_end + 4));
+    size_t body_size = 0;
+    if (const auto length = request.headers.find("content-length"); length != request.headers.end()) {
+        const std::string& text = length->second;
+        std::from_chars(text.data(), text.data() + text.size(), body_size);
+        body_size = std::min(body_size, FakeHttpServer::kMaxRequestBody);
+    }
+    // libcurl waits for this before a large body (or for a second, by default, when it hears nothing).
+    if (body_size > 0 && request.headers["expect"] == "100-continue" && !connection.write_all("HTTP/1.1 100 Continue\r\n\r\n")) {
+        return std::nullopt;
+    }
+    request.headers.erase("expect");
+    request.body = received.substr(head_end + 4);
+    while (request.body.size() < body_size) {
+        const ssize_t n = connection.read(buffer, sizeof buffer);
+        if (n <= 0) return std::nullopt;
+        request.body.append(buffer, static_cast<size_t>(n));
+    }
+    request.body.resize(std::min(request.body.size(), body_size));
+    return request;
+}
+
 }  // namespace
 
 std::optional<TlsFiles> make_test_certificate(const std::filesystem::path& directory, const std::string& stem) {
@@ -103,7 +179,12 @@ FakeHttpServer::FakeHttpServer(Handler handler, std::optional<TlsFiles> tls) : h
 }
 
 FakeHttpServer::~FakeHttpServer() {
-    stopping_ = true;
+    {
+        // Wakes a read or write blocked on a client that stalled; a handler still running is waited for.
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+        if (active_connection_ >= 0) shutdown(active_connection_, SHUT_RDWR);
+    }
     thread_.join();
     close(listener_);
 }
@@ -116,16 +197,39 @@ std::vector<FakeHttpServer::Request> FakeHttpServer::requests() const {
 }
 
 void FakeHttpServer::serve() {
+    block_broken_pipe_signals_on_this_thread();
     while (!stopping_) {
         pollfd p{listener_, POLLIN, 0};
         if (poll(&p, 1, 50) <= 0) continue;
         const int connection = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
         if (connection < 0) continue;
-        // A client that connects and says nothing must not hold the server (and the test) for good.
+        {
+            std::lock_guard lock(mutex_);
+            if (stopping_) {
+                close(connection);
+                break;
+            }
+            active_connection_ = connection;
+        }
+        // A client that connects and says nothing, or stops reading, must not hold the server (and the
+        // test) for good.
         const timeval limit{5, 0};
         setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+        setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
         answer(connection);
+        {
+            std::lock_guard lock(mutex_);
+            active_connection_ = -1;
+        }
         close(connection);
+    }
+}
+
+FakeHttpServer::Response FakeHttpServer::respond(const Request& request) {
+    try {
+        return handler_(request);
+    } catch (const std::exception& error) {
+        return Response{500, std::string("fake http server: the handler threw: ") + error.what(), {}};
     }
 }
 
@@ -136,29 +240,19 @@ void FakeHttpServer::answer(int fd) {
         if (SSL_accept(session.get()) != 1) return;  // the client refused the certificate, or spoke plain HTTP
     }
     const Connection connection{fd, session.get()};
-    std::string head;
-    char buffer[4096];
-    while (head.find("\r\n\r\n") == std::string::npos && head.size() < 65536) {
-        const ssize_t n = connection.read(buffer, sizeof buffer);
-        if (n <= 0) return;
-        head.append(buffer, static_cast<size_t>(n));
-    }
-    const Request request = parse_head(head);
-    const Response response = handler_(request);
+    const std::optional<Request> request = read_request(connection);
+    if (!request) return;
+    const Response response = respond(*request);
     {
         std::lock_guard lock(mutex_);
-        requests_.push_back(request);
+        requests_.push_back(*request);
     }
-    std::string reply = "HTTP/1.1 " + std::to_string(response.status) + " Fake\r\nContent-Type: application/json\r\n";
-    for (const auto& [name, value] : response.headers) reply += name + ": " + value + "\r\n";
-    reply += "Content-Length: " + std::to_string(response.body.size()) + "\r\nConnection: close\r\n\r\n" + response.body;
-    size_t sent = 0;
-    while (sent < reply.size()) {
-        const ssize_t n = connection.write(reply.data() + sent, reply.size() - sent);
-        if (n <= 0) return;
-        sent += static_cast<size_t>(n);
-    }
-    if (session) SSL_shutdown(session.get());
+    std::string head = "HTTP/1.1 " + std::to_string(response.status) + " " + reason_phrase(response.status) +
+                       "\r\nContent-Type: application/json\r\n";
+    for (const auto& [name, value] : response.headers) head += name + ": " + value + "\r\n";
+    head += "Content-Length: " + std::to_string(response.body.size()) + "\r\nConnection: close\r\n\r\n";
+    // The body is written apart from the head: a test's 100 MB body is not copied once more.
+    if (connection.write_all(head) && connection.write_all(response.body) && session) SSL_shutdown(session.get());
 }
 
 }  // namespace kepler::testing
