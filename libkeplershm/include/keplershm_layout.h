@@ -22,7 +22,7 @@
  *   frame_header_size           section_count * 16            struct keplershm_section[] (directory)
  *   section.offset              section.count * section.stride records of one section
  *
- * struct keplershm_header (4096 bytes in ABI 1.0 and 1.1)
+ * struct keplershm_header (4096 bytes in every 1.x)
  *   off  size  field                         off  size  field
  *   0    8     magic "KEPLSHM\0"             160  8     metric_mask
  *   8    2     abi_major                     168  4     cpu_count
@@ -34,7 +34,8 @@
  *   40   8     writer_start_monotonic_ns     448  128   cpu_model
  *   48   8     heartbeat_period_ns           576  2048  zones[32] (struct keplershm_zone_info)
  *   56   4     segment_kind                  2624 8     first_sequence
- *   60   4     writer_version                2632 1208  reserved (zero)
+ *   60   4     writer_version                2632 64    platform_meter_id (1.3)
+ *                                               2696 1144  reserved (zero)
  *   64   4     slot_count                    3840 64    control line: state, overhead, producer stats
  *   68   4     frame_header_size             3904 64    heartbeat line:
  *   72   8     slot_size                       3904 8   heartbeat_ns (CLOCK_MONOTONIC, for 1.0 readers)
@@ -86,7 +87,10 @@ extern "C" {
 #define KEPLERSHM_ABI_MAJOR 1
 /* Minor 1: heartbeat_count and heartbeat_realtime_ns on the heartbeat line; liveness is judged from the
  * progress of the heartbeat on each reader's own clock (PROTOCOL.md §1.3). */
-#define KEPLERSHM_ABI_MINOR 2
+/* Minor 2: runtime values for VMMs run without libvirt. Minor 3: platform meters (BMC over Redfish, PMBus
+ * power supplies), zone sample flags INTEGRATED and STALE, zone_info.meter_detail and the header's
+ * platform_meter_id (PROTOCOL.md §9). */
+#define KEPLERSHM_ABI_MINOR 3
 /* Readers accept this major and the one before it (none before 1). */
 #define KEPLERSHM_ABI_OLDEST_MAJOR 1
 
@@ -154,6 +158,17 @@ enum keplershm_power_source {
     KEPLERSHM_POWER_RAPL = 1,
     KEPLERSHM_POWER_HWMON = 2,
     KEPLERSHM_POWER_ACPI = 3,
+    /* 1.3 */
+    KEPLERSHM_POWER_REDFISH = 4, /* the node's BMC over Redfish (header.platform_meter_id names it) */
+    KEPLERSHM_POWER_PMBUS = 5,   /* a power supply's own meter (hwmon pmbus and PSU drivers) */
+};
+
+/* 1.3: what a zone's reading is, where the meter tells more than its kind (0: not said). */
+enum keplershm_meter_detail {
+    KEPLERSHM_METER_DETAIL_NONE = 0,
+    KEPLERSHM_METER_POWER_SUPPLY = 1,  /* a power supply's input (wall side): Redfish PowerSupply, PMBus */
+    KEPLERSHM_METER_POWER_CONTROL = 2, /* a chassis's consumed power: Redfish Power/PowerControl */
+    KEPLERSHM_METER_POWER_METER = 3,   /* an ACPI power meter (whole platform) */
 };
 
 enum keplershm_frame_flag {
@@ -186,14 +201,18 @@ enum keplershm_zone_kind {
     KEPLERSHM_ZONE_UNCORE = 3,
     KEPLERSHM_ZONE_DRAM = 4,
     KEPLERSHM_ZONE_PSYS = 5,     /* whole platform (RAPL psys) */
-    KEPLERSHM_ZONE_PLATFORM = 6, /* whole platform (hwmon/ACPI power meter) */
+    KEPLERSHM_ZONE_PLATFORM = 6, /* whole platform, wall side (ACPI meter, PSU input, BMC); never added to
+                                    the other kinds, which it contains */
     KEPLERSHM_ZONE_GPU = 7,
-    KEPLERSHM_ZONE_OTHER = 8,
+    KEPLERSHM_ZONE_OTHER = 8,    /* a meter of a part the writer cannot name: published, in no total */
 };
 
 enum keplershm_zone_sample_flag {
     KEPLERSHM_ZONE_VALID = 1u << 0,   /* read succeeded this interval */
     KEPLERSHM_ZONE_WRAPPED = 1u << 1, /* the raw counter wrapped during this interval (corrected) */
+    /* 1.3 */
+    KEPLERSHM_ZONE_INTEGRATED = 1u << 2, /* energy is power integrated between reading times, not a counter */
+    KEPLERSHM_ZONE_STALE = 1u << 3,      /* the meter's newest reading is older than its stated age: not VALID */
 };
 
 enum keplershm_workload_kind {
@@ -230,7 +249,7 @@ struct keplershm_zone_info {            /* 64 bytes, in the header */
     uint32_t kind;                      /* unit: enum  enum keplershm_zone_kind */
     uint32_t socket;                    /* unit: index */
     uint32_t power_source;              /* unit: enum  enum keplershm_power_source */
-    uint32_t reserved0;                 /* unit: none */
+    uint32_t meter_detail;              /* unit: enum  enum keplershm_meter_detail (1.3; 0 before) */
     uint64_t max_energy_range_uj;       /* unit: uJ  0 when unknown */
     uint64_t reserved1;                 /* unit: none */
 };
@@ -431,7 +450,8 @@ struct keplershm_header {
     struct keplershm_zone_info zones[32];
     uint64_t first_sequence;            /* first frame number of this generation (continues the previous
                                            generation's numbering when the writer could read it) */
-    uint8_t reserved1[1208];
+    char platform_meter_id[64];         /* 1.3: the node's BMC (the bmc_id of Kepler's labels); "" when none */
+    uint8_t reserved1[1144];
 
     /* Runtime block. Each line is written by the writer only; readers map the segment read-only. */
     /* control line (3840) */

@@ -61,7 +61,8 @@ KEPLERSHM_CHECK(keplershm_header, node_name, 192);
 KEPLERSHM_CHECK(keplershm_header, cpu_model, 448);
 KEPLERSHM_CHECK(keplershm_header, zones, 576);
 KEPLERSHM_CHECK(keplershm_header, first_sequence, 2624);
-KEPLERSHM_CHECK(keplershm_header, reserved1, 2632);
+KEPLERSHM_CHECK(keplershm_header, platform_meter_id, 2632);
+KEPLERSHM_CHECK(keplershm_header, reserved1, 2696);
 KEPLERSHM_CHECK(keplershm_header, state, 3840);
 KEPLERSHM_CHECK(keplershm_header, writer_cpu_time_ns, 3848);
 KEPLERSHM_CHECK(keplershm_header, writer_rss_bytes, 3856);
@@ -76,6 +77,7 @@ KEPLERSHM_CHECK(keplershm_header, reserved7, 4032);
 KEPLERSHM_STATIC_ASSERT(sizeof(struct keplershm_header) == KEPLERSHM_HEADER_SIZE, "header is 4096 bytes");
 
 KEPLERSHM_CHECK(keplershm_zone_info, kind, 32);
+KEPLERSHM_CHECK(keplershm_zone_info, meter_detail, 44);
 KEPLERSHM_CHECK(keplershm_zone_info, max_energy_range_uj, 48);
 KEPLERSHM_STATIC_ASSERT(sizeof(struct keplershm_zone_info) == 64, "zone info is 64 bytes");
 

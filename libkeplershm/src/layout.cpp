@@ -194,6 +194,7 @@ Layout validate_header(const void* bytes, size_t available, bool expect_slots, u
     // Text fields must be terminated inside their field so that C readers can use them as strings.
     h.node_name[sizeof h.node_name - 1] = '\0';
     h.cpu_model[sizeof h.cpu_model - 1] = '\0';
+    h.platform_meter_id[sizeof h.platform_meter_id - 1] = '\0';
     for (auto& zone : h.zones) zone.name[sizeof zone.name - 1] = '\0';
 
     layout.frame_header_size = h.frame_header_size;

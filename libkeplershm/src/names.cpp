@@ -34,4 +34,25 @@ std::string_view hypervisor_name(uint32_t runtime) noexcept {
     }
 }
 
+std::string_view power_source_name(uint32_t power_source) noexcept {
+    switch (power_source) {
+        case KEPLERSHM_POWER_RAPL: return "rapl";
+        case KEPLERSHM_POWER_HWMON: return "hwmon";
+        case KEPLERSHM_POWER_ACPI: return "acpi";
+        case KEPLERSHM_POWER_REDFISH: return "redfish";
+        case KEPLERSHM_POWER_PMBUS: return "pmbus";
+        default: return "unknown";
+    }
+}
+
+std::string_view meter_detail_name(uint32_t detail) noexcept {
+    switch (detail) {
+        // Redfish's own words, as Kepler 0.11's source_type label uses them.
+        case KEPLERSHM_METER_POWER_SUPPLY: return "PowerSupply";
+        case KEPLERSHM_METER_POWER_CONTROL: return "PowerControl";
+        case KEPLERSHM_METER_POWER_METER: return "PowerMeter";
+        default: return "";
+    }
+}
+
 }  // namespace keplershm

@@ -411,6 +411,7 @@ private:
         h.boot_time_realtime_ns = realtime_ns() - clock_ns(CLOCK_BOOTTIME);
         set_text(h.node_name, options_.node_name);
         set_text(h.cpu_model, options_.cpu_model);
+        set_text(h.platform_meter_id, options_.platform_meter_id);
         for (size_t i = 0; i < options_.zones.size(); ++i) h.zones[i] = options_.zones[i];
         h.first_sequence = first_sequence;
         std::memcpy(reinterpret_cast<uint8_t*>(&h) + h.schema_offset, keplershm_schema_table,

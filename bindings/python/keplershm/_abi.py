@@ -32,7 +32,7 @@ TYPE_U32, TYPE_U64, TYPE_F64, TYPE_CHAR = 1, 2, 3, 4
 
 class ZoneInfo(C.Structure):
     _fields_ = [("name", C.c_char * 32), ("kind", u32), ("socket", u32), ("power_source", u32),
-                ("reserved0", u32), ("max_energy_range_uj", u64), ("reserved1", u64)]
+                ("meter_detail", u32), ("max_energy_range_uj", u64), ("reserved1", u64)]
 
 
 class Process(C.Structure):
@@ -101,7 +101,7 @@ class Header(C.Structure):
                 ("max_segment_bytes", u64), ("metric_mask", u64), ("cpu_count", u32), ("zone_count", u32),
                 ("clock_ticks_per_second", u32), ("reserved0", u32), ("boot_time_realtime_ns", u64),
                 ("node_name", C.c_char * 256), ("cpu_model", C.c_char * 128), ("zones", ZoneInfo * MAX_ZONES),
-                ("first_sequence", u64), ("reserved1", u8 * 1208),
+                ("first_sequence", u64), ("platform_meter_id", C.c_char * 64), ("reserved1", u8 * 1144),
                 ("state", u32), ("reserved2", u32), ("writer_cpu_time_ns", u64), ("writer_rss_bytes", u64),
                 ("frames_truncated", u64), ("reserved3", u64 * 4),
                 ("heartbeat_ns", u64), ("heartbeat_count", u64), ("heartbeat_realtime_ns", u64),

@@ -151,6 +151,12 @@ struct ProcessKeyHash {
 /// Kepler's `hypervisor` label of a VM's runtime: "kvm" (libvirt, QEMU, Firecracker, Cloud Hypervisor),
 /// "xen", "virtualbox", "vmware", else "unknown".
 [[nodiscard]] std::string_view hypervisor_name(uint32_t runtime) noexcept;
+/// The name of an enum keplershm_power_source value ("rapl", "hwmon", "acpi", "redfish", "pmbus");
+/// "unknown" for 0 and for values of newer minors.
+[[nodiscard]] std::string_view power_source_name(uint32_t power_source) noexcept;
+/// Kepler 0.11's `source_type` of an enum keplershm_meter_detail value ("PowerSupply", "PowerControl",
+/// "PowerMeter"); "" when not said.
+[[nodiscard]] std::string_view meter_detail_name(uint32_t detail) noexcept;
 
 /// Segment names: 1 to kMaxSegmentName characters of [A-Za-z0-9._-], not starting with '.' (a file in
 /// /dev/shm that no path trick can leave).
@@ -179,6 +185,7 @@ struct WriterOptions {
     std::string cpu_model;
     uint32_t cpu_count = 0;  // 0: CPUs configured
     std::vector<keplershm_zone_info> zones;
+    std::string platform_meter_id;  // 1.3: the node's BMC, when a zone's power_source is REDFISH
     uint32_t writer_version = 0;
     bool replace_live = false;  // take the name even from a live writer
     /// Told when something degrades without failing a call (e.g. growth refused for lack of room), and
