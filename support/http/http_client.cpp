@@ -35,6 +35,32 @@ size_t on_data(char* data, size_t size, size_t count, void* user) {
     return bytes;
 }
 
+/// Response headers: at most this many bytes in all, so that a hostile server cannot grow them.
+constexpr size_t kMaxHeaderBytes = 64u << 10;
+
+struct HeaderSink {
+    std::map<std::string, std::string>* headers;
+    size_t bytes = 0;
+};
+
+size_t on_header(char* data, size_t size, size_t count, void* user) {
+    auto* sink = static_cast<HeaderSink*>(user);
+    const size_t bytes = size * count;
+    sink->bytes += bytes;
+    if (sink->bytes > kMaxHeaderBytes) return 0;  // CURLE_WRITE_ERROR
+    std::string_view line(data, bytes);
+    if (line.rfind("HTTP/", 0) == 0) sink->headers->clear();  // a new response (after 100 or a redirect)
+    const size_t colon = line.find(':');
+    if (colon == std::string_view::npos) return bytes;
+    std::string name(line.substr(0, colon));
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    std::string_view value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+    while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) value.remove_suffix(1);
+    (*sink->headers)[name] = std::string(value);
+    return bytes;
+}
+
 bool starts_with_no_case(std::string_view text, std::string_view prefix) {
     return text.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), text.begin(), [](char a, char b) {
                return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
@@ -59,6 +85,15 @@ void set_security(CURL* c, const HttpRequest& request) {
 bool is_https(std::string_view url) noexcept { return starts_with_no_case(url, "https://"); }
 
 HttpResponse http_get(const HttpRequest& request) {
+    HttpRequest get = request;
+    get.method = "GET";
+    return http_request(get);
+}
+
+HttpResponse http_request(const HttpRequest& request) {
+    if (request.method != "GET" && request.method != "POST" && request.method != "DELETE") {
+        throw HttpError(fmt::format("http: method {} is not supported", request.method));
+    }
     if (!starts_with_no_case(request.url, "http://") && !is_https(request.url)) {
         throw HttpError(fmt::format("http: \"{}\" is not an http:// or https:// URL", request.url));
     }
@@ -68,10 +103,17 @@ HttpResponse http_get(const HttpRequest& request) {
 
     HttpResponse response;
     Sink sink{&response.body, request.max_bytes};
+    HeaderSink header_sink{&response.headers};
     char error_text[CURL_ERROR_SIZE] = {};
     curl_slist* headers = curl_slist_append(nullptr, fmt::format("Accept: {}", request.accept).c_str());
     if (!request.bearer_token.empty()) {
         headers = curl_slist_append(headers, fmt::format("Authorization: Bearer {}", request.bearer_token).c_str());
+    }
+    if (request.method == "POST") {
+        headers = curl_slist_append(headers, fmt::format("Content-Type: {}", request.content_type).c_str());
+    }
+    for (const auto& [name, value] : request.headers) {
+        headers = curl_slist_append(headers, fmt::format("{}: {}", name, value).c_str());
     }
     std::unique_ptr<curl_slist, void (*)(curl_slist*)> header_list(headers, curl_slist_free_all);
 
@@ -80,6 +122,20 @@ HttpResponse http_get(const HttpRequest& request) {
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, header_list.get());
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &header_sink);
+    if (request.method == "POST") {
+        curl_easy_setopt(c, CURLOPT_POST, 1L);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, request.body.c_str());
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+    } else if (request.method == "DELETE") {
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "DELETE");
+    }
+    if (!request.basic_user.empty()) {
+        curl_easy_setopt(c, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
+        curl_easy_setopt(c, CURLOPT_USERNAME, request.basic_user.c_str());
+        curl_easy_setopt(c, CURLOPT_PASSWORD, request.basic_password.c_str());
+    }
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error_text);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, request.timeout_ms);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, std::min(request.connect_timeout_ms, request.timeout_ms));
@@ -92,7 +148,10 @@ HttpResponse http_get(const HttpRequest& request) {
         throw HttpError(fmt::format("http: the response of {} exceeds {} bytes", request.url, request.max_bytes));
     }
     if (rc != CURLE_OK) {
-        throw HttpError(fmt::format("http: GET {}: {}", request.url, error_text[0] ? error_text : curl_easy_strerror(rc)));
+        if (header_sink.bytes > kMaxHeaderBytes) {
+            throw HttpError(fmt::format("http: the response headers of {} exceed {} bytes", request.url, kMaxHeaderBytes));
+        }
+        throw HttpError(fmt::format("http: {} {}: {}", request.method, request.url, error_text[0] ? error_text : curl_easy_strerror(rc)));
     }
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &response.status);
     return response;

@@ -5,9 +5,12 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace kepler::support {
 
@@ -19,7 +22,13 @@ public:
 
 struct HttpRequest {
     std::string url;                 // http:// or https:// only
+    std::string method = "GET";      // GET, POST or DELETE
+    std::string body;                // sent with POST
+    std::string content_type = "application/json";  // of the body
     std::string bearer_token;        // "Authorization: Bearer <token>" when not empty
+    std::string basic_user;          // HTTP Basic authentication when not empty
+    std::string basic_password;
+    std::vector<std::pair<std::string, std::string>> headers;  // more request headers (e.g. X-Auth-Token)
     std::string accept = "application/json";
     std::string ca_file;             // PEM bundle to verify the server with; empty: the system store
     bool insecure_skip_verify = false;  // lab servers only: the caller says so loudly
@@ -32,10 +41,13 @@ struct HttpRequest {
 struct HttpResponse {
     long status = 0;
     std::string body;
+    std::map<std::string, std::string> headers;  // names lower-cased; the final response's only, bounded
 };
 
-/// GET. Throws HttpError on transport errors and oversize bodies; HTTP error statuses are returned, not
-/// thrown. Thread-safe (one curl handle per call; libcurl's global state is set up once).
+/// Sends the request. Throws HttpError on transport errors and oversize bodies; HTTP error statuses are
+/// returned, not thrown. Thread-safe (one curl handle per call; libcurl's global state is set up once).
+[[nodiscard]] HttpResponse http_request(const HttpRequest& request);
+/// http_request with the method forced to GET.
 [[nodiscard]] HttpResponse http_get(const HttpRequest& request);
 
 /// Percent-encodes a query parameter value (RFC 3986 unreserved characters kept).
