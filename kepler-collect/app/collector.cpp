@@ -12,6 +12,7 @@
 #include "support/log/log.hpp"
 #include "common/text_io.hpp"
 #include "energy/energy.hpp"
+#include "energy/redfish/redfish_source.hpp"
 #include "frame/frame_builder.hpp"
 #include "frame/node_info.hpp"
 #include "kepler_collect/collector.hpp"
@@ -119,17 +120,51 @@ keplershm::WriterOptions writer_options(const CollectorOptions& o, const Process
     w.cpu_model = cpu_model_from_cpuinfo(read_text_file(o.proc_root + "/cpuinfo", 4 << 20).text);
     w.cpu_count = online_cpus();
     w.zones = meter.zone_infos();  // zones belong to the header: discovered before the writer exists
+    w.platform_meter_id = meter.platform_meter_id();
     w.writer_version = kWriterVersion;
     w.replace_live = o.replace_live;
     return w;
 }
 
-EnergyMeter discover_meter(const std::string& sysfs_root) {
-    EnergyMeter meter = EnergyMeter::discover(sysfs_root);
+/// The BMC this node reads, from Kepler's configuration or the flags; nullopt when none is configured.
+std::optional<BmcConfig> bmc_config(const CollectorOptions& o, const std::string& node) {
+    if (o.redfish_config.empty() && o.redfish_endpoint.empty()) return std::nullopt;
+    BmcConfig config;
+    if (!o.redfish_config.empty()) {
+        config = bmc_config_for_node(o.redfish_config, node);
+    } else {
+        check_bmc_endpoint(o.redfish_endpoint);
+        config.endpoint = o.redfish_endpoint;
+        config.id = o.redfish_bmc_id.empty() ? o.redfish_endpoint.substr(o.redfish_endpoint.find("//") + 2) : o.redfish_bmc_id;
+        config.basic_auth = o.redfish_auth == "basic";
+        config.insecure = o.redfish_insecure;
+    }
+    if (!o.redfish_ca_file.empty()) config.ca_file = o.redfish_ca_file;
+    if (o.redfish_insecure) config.insecure = true;
+    apply_bmc_credentials(config, o.redfish_credentials_file);
+    config.poll_interval = o.redfish_poll;
+    config.request_timeout = o.redfish_timeout;
+    config.max_age = o.redfish_max_age;
+    return config;
+}
+
+EnergyMeter discover_meter(const CollectorOptions& o, const std::string& node) {
+    EnergyMeter meter = EnergyMeter::discover(o.sysfs_root);
+    if (const std::optional<BmcConfig> bmc = bmc_config(o, node)) {
+        // A BMC that cannot be read at start is said clearly; the node's other meters still run. Its zones
+        // belong to the segment header, so a restart is what picks the BMC up later.
+        try {
+            meter.add_source(make_redfish_source(*bmc));
+            meter.set_platform_meter_id(bmc->id);
+        } catch (const std::exception& e) {
+            log_error("energy: no platform power from BMC {} this run: {}", bmc->id, e.what());
+        }
+    }
     for (const std::string& p : meter.problems()) log_warn("energy: {}", p);
     for (const std::string& n : meter.notes()) log_info("energy: {}", n);
     if (meter.empty()) {
-        log_info("energy: no power meter under {} (no RAPL, no hwmon meter): frames say \"no measured power\"", sysfs_root);
+        log_info("energy: no power meter under {} (no RAPL, no hwmon meter) and no BMC: frames say \"no measured power\"",
+                 o.sysfs_root);
     }
     return meter;
 }
@@ -147,7 +182,7 @@ public:
     Collection(const CollectorOptions& o, const std::string& node)
         : source_(make_process_source(source_settings(o))),
           edge_{monotonic_now_ns(), realtime_now_ns()},
-          meter_(discover_meter(o.sysfs_root)),
+          meter_(discover_meter(o, node)),
           metadata_(make_metadata(o, node)),
           resolver_(o.proc_root, WorkloadResolver::kDefaultRefreshSamples, o.docker_data_root) {
         log_info("source: {}", source_->describe());

@@ -1,6 +1,7 @@
 // Command line of kepler-collect (CLI11).
 #include <cmath>
 #include <iostream>
+#include <tuple>
 
 #include <CLI/CLI.hpp>
 
@@ -61,6 +62,9 @@ struct TextOptions {
     std::string max_bytes = "256Mi";
     std::string refresh = "30s";
     std::string mode = "0640";
+    std::string redfish_poll = "2s";
+    std::string redfish_timeout = "5s";
+    std::string redfish_max_age = "10s";
 };
 
 void add_general_options(CLI::App& app, CollectorOptions& o, TextOptions& text) {
@@ -114,6 +118,32 @@ void add_kube_options(CLI::App& app, CollectorOptions& o, TextOptions& text) {
     app.add_option("--metadata-refresh", text.refresh, "Pod list refresh period")->capture_default_str();
 }
 
+void add_redfish_options(CLI::App& app, CollectorOptions& o, TextOptions& text) {
+    app.add_option("--redfish-config", o.redfish_config,
+                   "Platform power from the BMC: Kepler's BMC configuration as JSON (nodes: node → BMC id; bmcs: endpoint, "
+                   "username/password or *_file, ca_file, insecure, auth)");
+    app.add_option("--redfish-endpoint", o.redfish_endpoint, "Or one BMC: https://host[:port]")->excludes("--redfish-config");
+    app.add_option("--redfish-bmc-id", o.redfish_bmc_id, "bmc_id label of --redfish-endpoint (default: its host)");
+    app.add_option("--redfish-ca-file", o.redfish_ca_file, "CA bundle to verify the BMC with");
+    app.add_flag("--redfish-insecure", o.redfish_insecure, "Do not verify the BMC's certificate (lab BMCs; logged as a warning)");
+    app.add_option("--redfish-auth", o.redfish_auth, "session (X-Auth-Token) or basic")
+        ->check(CLI::IsMember({"session", "basic"}))->capture_default_str();
+    app.add_option("--redfish-credentials-file", o.redfish_credentials_file,
+                   "File with the BMC username (line 1) and password (line 2); $KEPLER_BMC_USERNAME/$KEPLER_BMC_PASSWORD win");
+    app.add_option("--redfish-poll", text.redfish_poll, "How often the BMC is read (its own thread)")->capture_default_str();
+    app.add_option("--redfish-timeout", text.redfish_timeout, "Limit for one BMC request")->capture_default_str();
+    app.add_option("--redfish-max-age", text.redfish_max_age, "A BMC reading older than this is stale: not used")
+        ->capture_default_str();
+}
+
+/// A duration option of the BMC: at least 100 ms.
+std::string convert_bmc_duration(const std::string& flag, const std::string& text, std::chrono::milliseconds& out) {
+    const auto d = parse_duration(text);
+    if (!d || *d < std::chrono::milliseconds(100)) return flag + ": expected a duration of at least 100ms like 2s, got '" + text + "'";
+    out = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
+    return {};
+}
+
 /// Converts the text options into `o`; returns the usage error ("" = none).
 std::string convert_text_options(const TextOptions& text, CollectorOptions& o) {
     const auto interval = parse_duration(text.interval);
@@ -127,6 +157,12 @@ std::string convert_text_options(const TextOptions& text, CollectorOptions& o) {
     const auto bytes = parse_byte_size(text.max_bytes);
     if (!bytes || *bytes < 4096) return "--max-segment-bytes: expected a size like 256Mi, got '" + text.max_bytes + "'";
     o.max_segment_bytes = *bytes;
+    for (const auto& [flag, value, out] : {std::tuple{"--redfish-poll", &text.redfish_poll, &o.redfish_poll},
+                                           std::tuple{"--redfish-timeout", &text.redfish_timeout, &o.redfish_timeout},
+                                           std::tuple{"--redfish-max-age", &text.redfish_max_age, &o.redfish_max_age}}) {
+        if (std::string error = convert_bmc_duration(flag, *value, *out); !error.empty()) return error;
+    }
+    if (o.redfish_max_age <= o.redfish_poll) return "--redfish-max-age must be longer than --redfish-poll";
     try {
         size_t used = 0;
         const unsigned long m = std::stoul(text.mode, &used, 8);
@@ -151,6 +187,7 @@ std::optional<CollectorOptions> parse_command_line(int argc, char** argv, int& e
     add_segment_options(app, o, text);
     add_bpf_options(app, o);
     add_kube_options(app, o, text);
+    add_redfish_options(app, o, text);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

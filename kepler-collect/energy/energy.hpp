@@ -1,26 +1,17 @@
-// energy.hpp — node energy meters: RAPL powercap zones and hwmon/ACPI power meters, discovered under
-// a sysfs root (--sysfs-root, /sys by default) and read once per interval in the collector loop.
+// energy.hpp — node energy meters: the sources of zones (energy_source.hpp) the collector reads once per
+// interval — RAPL powercap zones and hwmon meters (ACPI power meters, PSUs, GPUs) discovered under a sysfs
+// root (--sysfs-root, /sys by default), and remote meters such as a BMC (redfish/).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "energy/energy_source.hpp"
 #include "keplershm.h"
 
 namespace kepler::collect {
-
-/// One step of a cumulative energy counter.
-struct EnergyStep {
-    uint64_t delta_uj = 0;
-    bool wrapped = false;
-    bool valid = true;  // false: the counter went backwards and its range is unknown, delta unknown
-};
-
-/// RAPL counters wrap at max_energy_range_uj: a smaller reading means one wrap (a 1 s interval is far
-/// shorter than the minutes a wrap takes at full power). Without a known range the step is invalid —
-/// reusing the previous delta, as Kepler 0.7 did, would invent energy.
-[[nodiscard]] EnergyStep energy_step(uint64_t previous_uj, uint64_t current_uj, uint64_t max_range_uj) noexcept;
 
 /// A zone as discovered: its header entry and where to read it.
 struct MeterZone {
@@ -43,38 +34,46 @@ struct Discovery {
 /// socket-wide counter on every die).
 void discover_rapl(const std::string& sysfs_root, Discovery& out);
 
-/// hwmon power meters under <sysfs_root>/class/hwmon: ACPI power_meter (PLATFORM), others (OTHER).
+/// hwmon power meters under <sysfs_root>/class/hwmon: ACPI power_meter and PSU inputs (PLATFORM), GPU
+/// drivers (GPU), others (OTHER: published, in no total). A PSU's output channels are not zones.
 void discover_hwmon(const std::string& sysfs_root, Discovery& out);
 
-/// Reads every discovered zone each interval and keeps wrap-corrected 64-bit totals. Not thread-safe.
+/// The discovered sysfs zones as one source, read in place each interval (wrap-corrected counters,
+/// power integrated between reads).
+[[nodiscard]] std::unique_ptr<EnergySource> make_sysfs_source(std::vector<MeterZone> zones);
+
+/// Every source's zones, in one zone_index order, read each interval. Not thread-safe.
 class EnergyMeter {
 public:
-    /// Discovers zones (at most KEPLERSHM_MAX_ZONES) and takes the first reading of each.
+    /// Discovers the sysfs zones (at most KEPLERSHM_MAX_ZONES) and takes the first reading of each.
     static EnergyMeter discover(const std::string& sysfs_root);
+    /// Adds a source's zones after those already there (as many as the segment holds; the rest are
+    /// named in notes()). Before the writer exists: zones belong to the header.
+    void add_source(std::unique_ptr<EnergySource> source);
 
     /// Header entries, in zone_index order (WriterOptions.zones).
     [[nodiscard]] std::vector<keplershm_zone_info> zone_infos() const;
-    /// enum keplershm_power_source for the frame: RAPL, else ACPI, else HWMON, else NONE.
+    /// enum keplershm_power_source for the frame: RAPL, else ACPI, else Redfish, else PMBus, else hwmon,
+    /// else NONE (the CPU's own meter first: it is what the models split).
     [[nodiscard]] uint32_t power_source() const noexcept;
+    /// The BMC's id when a zone comes from one (header.platform_meter_id), else "".
+    [[nodiscard]] const std::string& platform_meter_id() const noexcept { return platform_meter_id_; }
+    void set_platform_meter_id(std::string id) { platform_meter_id_ = std::move(id); }
     [[nodiscard]] const std::vector<std::string>& problems() const noexcept { return problems_; }
     [[nodiscard]] const std::vector<std::string>& notes() const noexcept { return notes_; }
-    [[nodiscard]] bool empty() const noexcept { return zones_.empty(); }
+    [[nodiscard]] bool empty() const noexcept { return zone_count_ == 0; }
 
-    /// One sample per zone, read now; a failed read gives a sample without KEPLERSHM_ZONE_VALID.
+    /// One sample per zone; a failed or stale read gives a sample without KEPLERSHM_ZONE_VALID.
     std::vector<keplershm_zone_sample> read();
 
 private:
-    struct State {
-        MeterZone zone;
-        uint64_t last_raw = 0;       // last counter value (µJ) or last power (µW)
-        uint64_t last_read_ns = 0;
-        bool have_last = false;
-        uint64_t total_uj = 0;
-        bool warned = false;
+    struct Source {
+        std::unique_ptr<EnergySource> source;
+        size_t zones = 0;  // how many of its zones the segment holds (its first ones)
     };
-    void read_zone(State& s, keplershm_zone_sample& sample);
-
-    std::vector<State> zones_;
+    std::vector<Source> sources_;
+    size_t zone_count_ = 0;
+    std::string platform_meter_id_;
     std::vector<std::string> problems_;
     std::vector<std::string> notes_;
 };

@@ -3,7 +3,7 @@
 //
 // The data path of one interval (see DESIGN.md "The data path of one interval"): per-process source
 // (eBPF or procfs, which also measures node CPU time on the processes' clock, never from /proc/stat)
-// → node energy (RAPL, hwmon) → workloads (cgroups, Kubernetes metadata) → one frame.
+// → node energy (RAPL, hwmon, the BMC) → workloads (cgroups, Kubernetes metadata) → one frame.
 #pragma once
 
 #include <chrono>
@@ -46,6 +46,18 @@ struct CollectorOptions {
     std::string kube_ca_file;
     bool kube_insecure_skip_tls_verify = false;
     std::chrono::milliseconds metadata_refresh = std::chrono::seconds(30);
+
+    // Platform power from the node's BMC over Redfish (off unless a config or an endpoint is given).
+    std::string redfish_config;            // Kepler's BMC configuration (JSON): node name → BMC
+    std::string redfish_endpoint;          // or one BMC given directly
+    std::string redfish_bmc_id;            // its bmc_id label (default: the endpoint's host)
+    std::string redfish_ca_file;
+    bool redfish_insecure = false;
+    std::string redfish_auth = "session";  // session | basic
+    std::string redfish_credentials_file;  // username on line 1, password on line 2 (or $KEPLER_BMC_*)
+    std::chrono::milliseconds redfish_poll = std::chrono::seconds(2);
+    std::chrono::milliseconds redfish_timeout = std::chrono::seconds(5);
+    std::chrono::milliseconds redfish_max_age = std::chrono::seconds(10);
 
     std::string log_level = "info";
 };

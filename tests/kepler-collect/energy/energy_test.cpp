@@ -218,6 +218,41 @@ TEST(Hwmon, AcpiPowerMeterIsIntegratedAndEnergyInputsCount) {
     }
 }
 
+TEST(Hwmon, PowerSupplyInputIsAPlatformZoneAndItsOutputsAreNot) {
+    TempDir sys;
+    // A PMBus power supply as the kernel's pmbus core shows it: input "pin", outputs "pout1", "pout2".
+    sys.write("class/hwmon/hwmon3/name", "pmbus\n");
+    sys.write("class/hwmon/hwmon3/power1_input", "420000000\n");
+    sys.write("class/hwmon/hwmon3/power1_label", "pin\n");
+    sys.write("class/hwmon/hwmon3/power2_input", "390000000\n");
+    sys.write("class/hwmon/hwmon3/power2_label", "pout1\n");
+    sys.write("class/hwmon/hwmon3/power3_input", "5000000\n");
+    sys.write("class/hwmon/hwmon3/power3_label", "pout2\n");
+    sys.write("class/hwmon/hwmon4/name", "power_meter\n");
+    sys.write("class/hwmon/hwmon4/power1_average", "150000000\n");
+    sys.write("class/hwmon/hwmon4/power1_average_interval", "1000\n");
+
+    EnergyMeter meter = EnergyMeter::discover(sys.path());
+    const auto zones = by_name(meter);
+    ASSERT_EQ(zones.size(), 2u) << "one zone for the supply (its input), one for the ACPI meter";
+    const keplershm_zone_info& psu = zones.at("pmbus-pin");
+    EXPECT_EQ(psu.kind, static_cast<uint32_t>(KEPLERSHM_ZONE_PLATFORM));
+    EXPECT_EQ(psu.power_source, static_cast<uint32_t>(KEPLERSHM_POWER_PMBUS));
+    EXPECT_EQ(psu.meter_detail, static_cast<uint32_t>(KEPLERSHM_METER_POWER_SUPPLY));
+    EXPECT_EQ(zones.at("power_meter-power1").meter_detail, static_cast<uint32_t>(KEPLERSHM_METER_POWER_METER));
+    size_t output_notes = 0, interval_notes = 0;
+    for (const std::string& n : meter.notes()) {
+        output_notes += n.find("a power supply's output") != std::string::npos;
+        interval_notes += n.find("averages over 1000 ms") != std::string::npos;
+    }
+    EXPECT_EQ(output_notes, 2u);
+    EXPECT_EQ(interval_notes, 1u);
+    testing::sleep_ms(100);
+    for (const auto& s : meter.read()) {
+        EXPECT_EQ(s.flags, static_cast<uint32_t>(KEPLERSHM_ZONE_VALID | KEPLERSHM_ZONE_INTEGRATED)) << "power integrated";
+    }
+}
+
 TEST(Energy, NoMeterMeansNoZonesAndPowerSourceNone) {
     TempDir sys;
     EnergyMeter meter = EnergyMeter::discover(sys.path());
