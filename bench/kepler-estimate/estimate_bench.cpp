@@ -106,8 +106,8 @@ private:
 void BM_Attribute(benchmark::State& state) {
     const auto processes = static_cast<uint32_t>(state.range(0));
     SyntheticFrame frame(processes, 100, true);
-    const NodeEnergy node{{ZoneEnergy{ZoneKey{ZoneKind::package, 0}, 150'000'000, 60'000'000},
-                           ZoneEnergy{ZoneKey{ZoneKind::dram, 0}, 20'000'000, 8'000'000}},
+    const NodeEnergy node{{ZoneEnergy{ZoneKey{ZoneKind::package, 0}, 150'000'000, 60'000'000, {}},
+                           ZoneEnergy{ZoneKey{ZoneKind::dram, 0}, 20'000'000, 8'000'000, {}}},
                           "rapl"};
     Attribution out;
     for (auto _ : state) {

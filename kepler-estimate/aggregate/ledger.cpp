@@ -196,12 +196,38 @@ void Ledger::note_node_usage(const keplershm::FrameView& frame) {
     cpu_usage_ratio_ = all > 0 ? static_cast<double>(busy) / static_cast<double>(all) : 0.0;
 }
 
+void Ledger::note_platform_meters(const keplershm::FrameView& frame) {
+    const keplershm_header& segment = frame.segment();
+    const uint32_t zone_count = std::min<uint32_t>(segment.zone_count, KEPLERSHM_MAX_ZONES);
+    for (const keplershm_zone_sample& s : frame.zones()) {
+        if (s.zone_index >= zone_count || segment.zones[s.zone_index].kind != KEPLERSHM_ZONE_PLATFORM) continue;
+        const keplershm_zone_info& info = segment.zones[s.zone_index];
+        const std::string name(keplershm::get_text(info.name));
+        PlatformMeter& m = platform_meters_[name];
+        if (m.source.empty()) {
+            m.source = std::string(keplershm::power_source_name(info.power_source));
+            m.source_type = std::string(keplershm::meter_detail_name(info.meter_detail));
+            m.source_id = name;
+            if (info.power_source == KEPLERSHM_POWER_REDFISH) {
+                m.bmc_id = std::string(keplershm::get_text(segment.platform_meter_id));
+                if (const size_t slash = name.find('/'); slash != std::string::npos) {
+                    m.chassis_id = name.substr(0, slash);
+                    m.source_id = name.substr(slash + 1);
+                }
+            }
+        }
+        m.fresh = (s.flags & KEPLERSHM_ZONE_VALID) != 0;
+        if (m.fresh) m.total_uj += s.energy_delta_uj;
+        m.watts = m.fresh && interval_s_ > 0 ? static_cast<double>(s.energy_delta_uj) / 1e6 / interval_s_ : 0.0;
+    }
+}
+
 std::vector<size_t> Ledger::add_node_energy(const Attribution& attribution, const std::string& source, uint64_t now) {
     std::vector<size_t> slots;
     for (const ZoneShares& s : attribution.zones) {
         slots.push_back(zone_slot(s.node.zone));
         node_.add(slots.back(), s.node.total_uj - s.node.idle_uj, s.node.idle_uj);
-        node_sources_[slots.back()] = source;
+        node_sources_[slots.back()] = s.node.meter.empty() ? source : s.node.meter;  // each zone its own meter
     }
     node_.last_seen_ns = now;
     return slots;
@@ -294,6 +320,7 @@ void Ledger::add_frame(const keplershm::FrameView& frame, const Attribution& att
     ++frames_;
     begin_interval(now);
     note_node_usage(frame);
+    note_platform_meters(frame);
     const std::vector<size_t> slots = add_node_energy(attribution, source, now);
     const FrameWorkloads workloads = present_workloads(frame, now);
     ContainerEntry& unaccounted = fixed_container(kUnaccounted, kSystemNamespace, now);

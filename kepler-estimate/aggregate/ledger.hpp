@@ -70,6 +70,19 @@ struct VmEntry {
     std::string hypervisor;  // Kepler's label: "kvm", "xen", "virtualbox", "vmware" or "unknown"
 };
 
+/// One whole-node meter of the collector (a BMC's power supply, a PSU, an ACPI meter), as Kepler 0.11's
+/// kepler_platform_watts labels it. Plain value.
+struct PlatformMeter {
+    std::string source;       // "redfish", "pmbus", "acpi", "hwmon"
+    std::string bmc_id;       // the collector's BMC (Redfish only)
+    std::string chassis_id;   // Redfish: before the '/' of the zone name
+    std::string source_id;    // Redfish: after it; else the zone name
+    std::string source_type;  // "PowerSupply", "PowerControl", "PowerMeter"
+    uint64_t total_uj = 0;    // since the estimator started; never decreases
+    double watts = 0;         // latest interval
+    bool fresh = false;       // the latest interval had a valid reading (not stale)
+};
+
 struct LedgerOptions {
     uint64_t retention_ns = 300'000'000'000ull;  // drop series of workloads gone this long
     size_t process_series_cap = 1000;           // per-process series exported at most
@@ -88,6 +101,7 @@ struct LedgerTotals {
     std::map<std::string, PodEntry> pods_;
     std::map<std::string, EntityEnergy> namespaces_;
     std::map<std::string, VmEntry> vms_;
+    std::map<std::string, PlatformMeter> platform_meters_;  // by zone name
     size_t exported_processes_ = 0;
     uint64_t process_series_refused_ = 0;
     double interval_s_ = 0;
@@ -124,6 +138,8 @@ public:
     [[nodiscard]] const std::map<std::string, PodEntry>& pods() const noexcept { return pods_; }
     [[nodiscard]] const std::map<std::string, EntityEnergy>& namespaces() const noexcept { return namespaces_; }
     [[nodiscard]] const std::map<std::string, VmEntry>& vms() const noexcept { return vms_; }
+    /// The collector's platform zones, each as its own meter (the node's platform zone is their sum).
+    [[nodiscard]] const std::map<std::string, PlatformMeter>& platform_meters() const noexcept { return platform_meters_; }
     [[nodiscard]] const std::unordered_map<ProcessKey, ProcessEntry, ProcessKeyHash>& processes() const noexcept { return processes_; }
     [[nodiscard]] double interval_s() const noexcept { return interval_s_; }
     [[nodiscard]] uint64_t frames() const noexcept { return frames_; }
@@ -157,6 +173,7 @@ private:
     void begin_interval(uint64_t now_ns);
     void expire(uint64_t now_ns);
     void note_node_usage(const keplershm::FrameView& frame);
+    void note_platform_meters(const keplershm::FrameView& frame);
 
     std::unordered_map<ProcessKey, ProcessEntry, ProcessKeyHash> processes_;
 };

@@ -17,6 +17,7 @@ struct ZoneEnergy {
     ZoneKey zone;
     uint64_t total_uj = 0;
     uint64_t idle_uj = 0;
+    std::string meter;  // the `source` label of this zone when it differs by zone ("rapl", "redfish"); "" = NodeEnergy's
 };
 
 /// A node model's answer for one interval. Plain value.

@@ -22,7 +22,8 @@ ByKind by_kind(const Ledger& ledger, const std::vector<EnergyPair>& energy) {
 }
 
 bool is_meter(std::string_view source) {
-    return source == "rapl" || source == "hwmon" || source == "acpi" || source == "meter";  // measured_model.cpp names
+    // The meters' names (keplershm::power_source_name, as measured_model.cpp labels zones).
+    return source == "rapl" || source == "hwmon" || source == "acpi" || source == "redfish" || source == "pmbus";
 }
 
 const char* state(const Ledger& ledger, const EntityEnergy& energy) {

@@ -38,5 +38,7 @@ struct ByKind {
 
 void add_kepler07(Exposition& out, const EstimatorSnapshot& est, const ExportOptions& options);
 void add_kepler010(Exposition& out, const EstimatorSnapshot& est, const ExportOptions& options);
+/// kepler_platform_watts and kepler_platform_joules_total: the same in both name sets, written once.
+void add_platform(Exposition& out, const EstimatorSnapshot& est);
 
 }  // namespace kepler::estimate::families

@@ -185,7 +185,7 @@ void add_info(Exposition& out, const Ledger& ledger) {
     std::string components = "estimator", platform = "none";
     for (size_t z = 0; z < ledger.zones().size(); ++z) {
         const std::string& s = ledger.node_sources()[z];
-        if (!is_meter(s)) continue;
+        if (!is_meter(s) || ledger.zones()[z].kind == ZoneKind::other) continue;  // other is derived, not a meter
         if (ledger.zones()[z].kind == ZoneKind::platform) platform = s == "rapl" ? "rapl-sysfs" : s;
         else components = s == "rapl" ? "rapl-sysfs" : s;
     }

@@ -144,6 +144,7 @@ Exposition PrometheusExport::render() const {
     // The two sets share no family name, so `both` counts nothing twice within either set.
     if (options_.names != MetricNames::kepler010) families::add_kepler07(b, snapshot, options_);
     if (options_.names != MetricNames::kepler07) families::add_kepler010(b, snapshot, options_);
+    families::add_platform(b, snapshot);
     add_models(b, snapshot);
     add_health(b, snapshot, options_.include_timing);
     return b;

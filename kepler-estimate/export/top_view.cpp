@@ -20,6 +20,10 @@ std::string render_top(const Estimator& est, size_t rows) {
                            socket_label(ledger.zones()[z].socket), static_cast<double>(e.dynamic_uj + e.idle_uj) / 1e6 / dt,
                            static_cast<double>(e.dynamic_uj) / 1e6 / dt, static_cast<double>(e.idle_uj) / 1e6 / dt);
     }
+    for (const auto& [zone, m] : ledger.platform_meters()) {
+        out += m.fresh ? fmt::format("  platform  {:<13} {:9.2f} W  ({} {})\n", zone, m.watts, m.source, m.source_type)
+                       : fmt::format("  platform  {:<13}     stale    ({} {})\n", zone, m.source, m.source_type);
+    }
 
     std::vector<std::pair<double, std::string>> containers;
     for (const auto& [id, c] : ledger.containers()) {

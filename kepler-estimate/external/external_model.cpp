@@ -18,7 +18,7 @@ NodeEnergy ExternalModel::to_energy(const EstimatesAnswer& answer) const {
     out.source = name_;
     for (const auto& [kind, joules] : answer.zones) {
         // The model gives totals only: all of it is dynamic for the split (MODELS.md).
-        out.zones.push_back(ZoneEnergy{ZoneKey{kind, kWholeNode}, watts_to_uj(joules, 1.0), 0});
+        out.zones.push_back(ZoneEnergy{ZoneKey{kind, kWholeNode}, watts_to_uj(joules, 1.0), 0, {}});
     }
     return out;
 }

@@ -11,14 +11,23 @@ namespace {
 // A zone sample above this is a broken counter, not a computer (the largest servers draw ~10 kW).
 constexpr double kMaxPlausibleWatts = 1e6;
 
-std::string meter_name(uint32_t power_source) {
-    switch (power_source) {
-        case KEPLERSHM_POWER_RAPL: return "rapl";
-        case KEPLERSHM_POWER_HWMON: return "hwmon";
-        case KEPLERSHM_POWER_ACPI: return "acpi";
-        default: return "meter";
+/// Which meter's platform zones are the node's when several meters measure the whole node (a BMC and
+/// an ACPI meter both see the wall): the first present in this order. Each one alone already holds
+/// every part of the node, so adding two would count the node twice.
+constexpr uint32_t kPlatformPreference[] = {KEPLERSHM_POWER_REDFISH, KEPLERSHM_POWER_PMBUS, KEPLERSHM_POWER_ACPI,
+                                            KEPLERSHM_POWER_HWMON, KEPLERSHM_POWER_RAPL};
+
+size_t platform_rank(uint32_t power_source) {
+    for (size_t i = 0; i < std::size(kPlatformPreference); ++i) {
+        if (kPlatformPreference[i] == power_source) return i;
     }
+    return std::size(kPlatformPreference);
 }
+
+struct ZoneSum {
+    uint64_t uj = 0;
+    std::string meter;
+};
 
 /// Not thread-safe (NodeModel contract): keeps the lowest power seen per zone as the idle figure,
 /// Kepler's own method, so replays of the same recording give the same split.
@@ -32,35 +41,63 @@ public:
     CpuMatch cpu_match(const NodeFacts&) const override { return CpuMatch::exact; }
 
     std::optional<NodeEnergy> estimate(const FrameInput& in) override {
-        const keplershm_header& segment = in.frame.segment();
-        const uint32_t zone_count = std::min<uint32_t>(segment.zone_count, KEPLERSHM_MAX_ZONES);
-        const double dt = in.features.interval_s;
-        std::map<ZoneKey, uint64_t> energy;
-        std::string source;
-        for (const keplershm_zone_sample& s : in.frame.zones()) {
-            if (!(s.flags & KEPLERSHM_ZONE_VALID) || s.zone_index >= zone_count) continue;
-            const keplershm_zone_info& info = segment.zones[s.zone_index];
-            const std::optional<ZoneKind> kind = zone_kind_from_protocol(info.kind);
-            if (!kind) continue;
-            if (static_cast<double>(s.energy_delta_uj) / 1e6 / dt > kMaxPlausibleWatts) continue;
-            // Several zones of one kind on one socket (e.g. AMD dies) add up; duplicates are the
-            // collector's to avoid.
-            energy[ZoneKey{*kind, info.socket}] += s.energy_delta_uj;
-            if (source.empty()) source = meter_name(info.power_source);
-        }
+        std::map<ZoneKey, ZoneSum> energy = measured_zones(in);
         if (energy.empty()) return std::nullopt;
+        add_other_part(energy);
         NodeEnergy out;
-        out.source = source;
-        for (const auto& [zone, uj] : energy) {
-            const double watts = static_cast<double>(uj) / 1e6 / dt;
+        const double dt = in.features.interval_s;
+        for (const auto& [zone, sum] : energy) {
+            if (out.source.empty()) out.source = sum.meter;
+            const double watts = static_cast<double>(sum.uj) / 1e6 / dt;
             auto [it, fresh] = lowest_watts_.try_emplace(zone, watts);
             if (!fresh) it->second = std::min(it->second, watts);
-            out.zones.push_back(ZoneEnergy{zone, uj, std::min(uj, watts_to_uj(it->second, dt))});
+            out.zones.push_back(ZoneEnergy{zone, sum.uj, std::min(sum.uj, watts_to_uj(it->second, dt)), sum.meter});
         }
         return out;
     }
 
 private:
+    /// The frame's valid zones by (kind, socket): several of one kind on one socket add up (AMD dies,
+    /// power supplies); platform zones only from the preferred meter; zones of kind other (meters of
+    /// parts the collector cannot name) are in no total and left out.
+    static std::map<ZoneKey, ZoneSum> measured_zones(const FrameInput& in) {
+        const keplershm_header& segment = in.frame.segment();
+        const uint32_t zone_count = std::min<uint32_t>(segment.zone_count, KEPLERSHM_MAX_ZONES);
+        const double dt = in.features.interval_s;
+        size_t best_platform = std::size(kPlatformPreference) + 1;
+        for (uint32_t i = 0; i < zone_count; ++i) {
+            const std::optional<ZoneKind> kind = zone_kind_from_protocol(segment.zones[i].kind);
+            if (kind == ZoneKind::platform) best_platform = std::min(best_platform, platform_rank(segment.zones[i].power_source));
+        }
+        std::map<ZoneKey, ZoneSum> energy;
+        for (const keplershm_zone_sample& s : in.frame.zones()) {
+            if (!(s.flags & KEPLERSHM_ZONE_VALID) || s.zone_index >= zone_count) continue;
+            const keplershm_zone_info& info = segment.zones[s.zone_index];
+            const std::optional<ZoneKind> kind = zone_kind_from_protocol(info.kind);
+            if (!kind || *kind == ZoneKind::other) continue;
+            if (*kind == ZoneKind::platform && platform_rank(info.power_source) != best_platform) continue;
+            if (static_cast<double>(s.energy_delta_uj) / 1e6 / dt > kMaxPlausibleWatts) continue;
+            const ZoneKey key{*kind, *kind == ZoneKind::platform ? 0u : info.socket};
+            ZoneSum& sum = energy[key];
+            sum.uj += s.energy_delta_uj;
+            sum.meter = std::string(keplershm::power_source_name(info.power_source));
+        }
+        return energy;
+    }
+
+    /// The node's `other` part (MODELS.md): what the platform meter saw beyond package, DRAM and GPU —
+    /// fans, disks, network cards, memory controllers outside RAPL, the power supplies' own loss.
+    static void add_other_part(std::map<ZoneKey, ZoneSum>& energy) {
+        const auto platform = energy.find(ZoneKey{ZoneKind::platform, 0});
+        if (platform == energy.end()) return;
+        uint64_t parts = 0;
+        for (const auto& [zone, sum] : energy) {
+            if (zone.kind == ZoneKind::package || zone.kind == ZoneKind::dram || zone.kind == ZoneKind::gpu) parts += sum.uj;
+        }
+        const uint64_t other = platform->second.uj > parts ? platform->second.uj - parts : 0;
+        energy[ZoneKey{ZoneKind::other, kWholeNode}] = ZoneSum{other, platform->second.meter};
+    }
+
     std::map<ZoneKey, double> lowest_watts_;
 };
 

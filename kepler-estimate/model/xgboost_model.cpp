@@ -94,7 +94,7 @@ std::optional<NodeEnergy> XgboostModel::estimate(const FrameInput& in) {
     for (size_t i = 0; i < meta_.targets.size(); ++i) {
         const double model_w = std::max(0.0, (*predicted)[i]);  // clamped at 0 W (MODELS.md)
         const double total_w = meta_.dynamic_output ? model_w + idle[i] : model_w;
-        ZoneEnergy zone{ZoneKey{meta_.targets[i].zone, kWholeNode}, watts_to_uj(total_w, dt), 0};
+        ZoneEnergy zone{ZoneKey{meta_.targets[i].zone, kWholeNode}, watts_to_uj(total_w, dt), 0, {}};
         zone.idle_uj = std::min(zone.total_uj, watts_to_uj(idle[i], dt));
         out.zones.push_back(zone);
     }

@@ -60,7 +60,7 @@ std::vector<std::filesystem::path> layouts() {
 }
 
 TEST(Golden, EveryReleasedLayoutIsPresent) {
-    for (const std::string layout : {"abi-1.0", "abi-1.1", "abi-1.2"}) {
+    for (const std::string layout : {"abi-1.0", "abi-1.1", "abi-1.2", "abi-1.3"}) {
         EXPECT_TRUE(std::filesystem::exists(kGoldenRoot / layout / "segment.bin")) << layout;
         EXPECT_TRUE(std::filesystem::exists(kGoldenRoot / layout / "recording.kshmrec")) << layout;
     }

@@ -67,7 +67,7 @@ def _parser():
     g = sub.add_parser("plot", help="plot estimates CSVs written by kepler-estimate --replay ... --csv")
     g.add_argument("estimates", nargs="+", help="estimates CSV(s); one per replayed primary model")
     g.add_argument("--measured", action="append",
-                   help="model name whose node rows are measured power (default: measured, rapl, hwmon, acpi, meter)")
+                   help="model name whose node rows are measured power (default: measured, rapl, hwmon, acpi, redfish, pmbus)")
     g.add_argument("--out", default="power.png", help="PNG to write (default power.png)")
     g.add_argument("--top", type=int, default=8, help="containers/processes to show (default 8)")
     s = sub.add_parser("serve-model", help="answer each live frame with a model's node power (estimates channel, "

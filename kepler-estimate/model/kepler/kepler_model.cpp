@@ -74,7 +74,7 @@ std::optional<NodeEnergy> KeplerModel::estimate(const FrameInput& in) {
         const double idle_w = predictor_->dynamic() ? (zones[i] == ZoneKind::package ? in.node.cpu_count * CurveParams{}.idle_w : 0.0)
                                                     : std::max(0.0, (*idle_)[i]);
         const double total_w = predictor_->dynamic() ? model_w + idle_w : model_w;
-        ZoneEnergy zone{ZoneKey{zones[i], kWholeNode}, watts_to_uj(total_w, in.features.interval_s), 0};
+        ZoneEnergy zone{ZoneKey{zones[i], kWholeNode}, watts_to_uj(total_w, in.features.interval_s), 0, {}};
         zone.idle_uj = std::min(zone.total_uj, watts_to_uj(idle_w, in.features.interval_s));
         out.zones.push_back(zone);
     }

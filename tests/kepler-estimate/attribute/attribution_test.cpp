@@ -51,7 +51,7 @@ TestFrame busy_frame(uint64_t t, std::vector<uint64_t> cpu_ns, uint64_t unaccoun
 }
 
 NodeEnergy node_energy(uint64_t total, uint64_t idle) {
-    return NodeEnergy{{ZoneEnergy{ZoneKey{ZoneKind::package, 0}, total, idle}}, "test"};
+    return NodeEnergy{{ZoneEnergy{ZoneKey{ZoneKind::package, 0}, total, idle, {}}}, "test"};
 }
 
 void expect_conserved(const Attribution& a) {
@@ -205,7 +205,7 @@ TEST(Attribution, DramFollowsCacheMissesWhenTheFrameHasThem) {
     f.processes[0].cache_misses = 9000;
     f.processes[1].cache_misses = 1000;
     const keplershm::FrameView& view = fx.frame(f);
-    NodeEnergy node{{ZoneEnergy{ZoneKey{ZoneKind::package, 0}, 3'000'000, 0}, ZoneEnergy{ZoneKey{ZoneKind::dram, 0}, 1'000'000, 0}}, "t"};
+    NodeEnergy node{{ZoneEnergy{ZoneKey{ZoneKind::package, 0}, 3'000'000, 0, {}}, ZoneEnergy{ZoneKey{ZoneKind::dram, 0}, 1'000'000, 0, {}}}, "t"};
     Attribution a;
     attribute(view, node, IdlePolicy::cpu_share, a);
     EXPECT_FALSE(a.zones[0].by_cache_misses);
@@ -220,7 +220,7 @@ TEST(Attribution, DramFallsBackToCpuTimeWithoutCounters) {
     TestFrame f = busy_frame(kSecond, {100'000'000, 300'000'000}, 0);
     f.processes[0].cache_misses = 5;  // flagged valid, but the node does not produce the metric
     const keplershm::FrameView& view = fx.frame(f);
-    NodeEnergy node{{ZoneEnergy{ZoneKey{ZoneKind::dram, 0}, 4'000'000, 0}}, "t"};
+    NodeEnergy node{{ZoneEnergy{ZoneKey{ZoneKind::dram, 0}, 4'000'000, 0, {}}}, "t"};
     Attribution a;
     attribute(view, node, IdlePolicy::cpu_share, a);
     EXPECT_FALSE(a.zones[0].by_cache_misses);

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "support/metric_series.hpp"
+#include "support/prometheus_server.hpp"
 #include "support/subprocess.hpp"
 #include "support/test_frames.hpp"
 
@@ -73,42 +74,6 @@ private:
     std::atomic<bool> stop_{false};
     std::thread thread_;
 };
-
-std::string escape(const std::string& text) {
-    char* e = curl_easy_escape(nullptr, text.c_str(), static_cast<int>(text.size()));
-    std::string out(e);
-    curl_free(e);
-    return out;
-}
-
-/// The single value of an instant PromQL query, or nullopt when it has no result yet.
-std::optional<double> query(int port, const std::string& promql) {
-    std::string body;
-    if (http_get(fmt::format("http://127.0.0.1:{}/api/v1/query?query={}", port, escape(promql)), body) != 200) return std::nullopt;
-    const auto doc = nlohmann::json::parse(body, nullptr, false);
-    if (doc.is_discarded() || doc["status"] != "success" || doc["data"]["result"].empty()) return std::nullopt;
-    return std::stod(doc["data"]["result"][0]["value"][1].get<std::string>());
-}
-
-bool wait_for(const std::function<bool()>& done, std::chrono::seconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-        if (done()) return true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    }
-    return done();
-}
-
-/// Prometheus scraping 127.0.0.1:`target_port` every second, listening on `port`.
-Child start_prometheus(const fs::path& dir, int target_port, int port) {
-    std::ofstream(dir / "prometheus.yml") << fmt::format(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: kepler\n"
-        "    static_configs:\n      - targets: ['127.0.0.1:{}']\n",
-        target_port);
-    return Child({"/usr/bin/prometheus", "--config.file=" + (dir / "prometheus.yml").string(),
-                  "--storage.tsdb.path=" + (dir / "data").string(), fmt::format("--web.listen-address=127.0.0.1:{}", port)},
-                 (dir / "prometheus.log").string());
-}
 
 /// The estimator's /metrics once it has Kepler series (`marker`), or "" after 30 s.
 std::string scrape_when_ready(int port, const std::string& marker) {
@@ -187,43 +152,6 @@ TEST(PrometheusEndToEnd, ContainerEnergySumsToTheNodeInPromQL) {
 
 #ifdef COLLECT_BINARY
 namespace {
-
-/// A fake powercap tree with package-0 and its dram zone whose counters advance on their own thread
-/// (about 20 W and 4 W), as RAPL's do. Thread-safe via its destructor.
-class FakeRapl {
-public:
-    explicit FakeRapl(const fs::path& root) : root_(root) {
-        for (const auto& [dir, name] : {std::pair{"intel-rapl:0", "package-0"}, std::pair{"intel-rapl:0:0", "dram"}}) {
-            fs::create_directories(root_ / "class/powercap" / dir);
-            std::ofstream(root_ / "class/powercap" / dir / "name") << name << "\n";
-            std::ofstream(root_ / "class/powercap" / dir / "max_energy_range_uj") << "262143328850\n";
-            write(dir, 1'000'000);
-        }
-        thread_ = std::thread([this] { run(); });
-    }
-    ~FakeRapl() {
-        stop_ = true;
-        thread_.join();
-    }
-
-private:
-    void write(const std::string& dir, uint64_t uj) {
-        const fs::path file = root_ / "class/powercap" / dir / "energy_uj";
-        std::ofstream(file.string() + ".tmp") << uj << "\n";
-        fs::rename(file.string() + ".tmp", file);  // the collector never reads half a number
-    }
-    void run() {
-        for (uint64_t i = 1; !stop_; ++i) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
-            write("intel-rapl:0", 1'000'000 + i * 1'000'000);
-            write("intel-rapl:0:0", 1'000'000 + i * 200'000);
-        }
-    }
-
-    fs::path root_;
-    std::atomic<bool> stop_{false};
-    std::thread thread_;
-};
 
 /// PromQL of Kepler 0.7's dashboard panels that must return data.
 void expect_kepler07_panels(int port) {

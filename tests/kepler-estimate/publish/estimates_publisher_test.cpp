@@ -127,7 +127,7 @@ TEST(EstimatesPublisher, NewZonesOrVersionMakeANewGenerationThatReadersFollow) {
     const std::string prefix = unique_segment_name("pub-gen");
     EstimatesPublisher publisher(prefix);
     const Attribution none;
-    const ZoneEnergy package{ZoneKey{ZoneKind::package, 0}, 10'000'000, 0}, dram{ZoneKey{ZoneKind::dram, 0}, 2'000'000, 0};
+    const ZoneEnergy package{ZoneKey{ZoneKind::package, 0}, 10'000'000, 0, {}}, dram{ZoneKey{ZoneKind::dram, 0}, 2'000'000, 0, {}};
     const std::vector<std::vector<ModelAnswer>> answers = {
         {ModelAnswer{"m", "v1", NodeEnergy{{package}, "m"}}},
         {ModelAnswer{"m", "v1", NodeEnergy{{package, dram}, "m"}}},

@@ -9,7 +9,7 @@ Two row forms are read (one row per interval × level × id × zone [× mode] ×
 ``level`` is node, container, pod, namespace, vm or process; a workload's power is the sum of its rows
 over zones, sockets and modes. kepler-estimate writes its primary model only, so several CSVs (one
 replay per ``--primary``) can be given and are plotted together. Node rows of the model named by
-``--measured`` (default: a model called measured, rapl, hwmon, acpi or meter) are measured power; with
+``--measured`` (default: a model called measured, rapl, hwmon, acpi, redfish or pmbus) are measured power; with
 them a model-vs-measured panel is drawn. Headless (matplotlib Agg). The CSV is untrusted: a missing
 column or a bad number is reported with its row.
 """
@@ -22,7 +22,7 @@ from ..schema import np
 COMMON = ("interval_end_ns", "level", "id", "name", "zone", "model")
 LONG_FORM = ("watts",)
 ESTIMATOR_FORM = ("interval_start_ns", "dynamic_joules", "idle_joules")
-MEASURED_MODELS = {"measured", "rapl", "hwmon", "acpi", "meter"}
+MEASURED_MODELS = {"measured", "rapl", "hwmon", "acpi", "redfish", "pmbus"}
 MAX_ROWS = 20_000_000
 
 
