@@ -197,7 +197,7 @@ public:
         SourceSample sample = source_->sample();
         // The process boundary is the interval's end; the realtime end is the same instant.
         const IntervalEdge end{sample.read_time_ns, sample.read_time_ns + (realtime_now_ns() - monotonic_now_ns())};
-        const std::vector<keplershm_zone_sample> zones = meter_.read();
+        const std::vector<keplershm_zone_sample> zones = meter_.read(end.monotonic_ns);
         const std::vector<std::shared_ptr<const CgroupWorkload>> workloads = resolve_workloads(sample);
         const std::shared_ptr<const PodIndex> pods = metadata_ ? metadata_->snapshot() : nullptr;
 

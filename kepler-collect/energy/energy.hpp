@@ -63,7 +63,10 @@ public:
     [[nodiscard]] const std::vector<std::string>& notes() const noexcept { return notes_; }
     [[nodiscard]] bool empty() const noexcept { return zone_count_ == 0; }
 
-    /// One sample per zone; a failed or stale read gives a sample without KEPLERSHM_ZONE_VALID.
+    /// One sample per zone for the interval ending at `frame_end_ns` (EnergySource::read); a failed or
+    /// stale read gives a sample without KEPLERSHM_ZONE_VALID.
+    std::vector<keplershm_zone_sample> read(uint64_t frame_end_ns);
+    /// read() for an interval that ends now.
     std::vector<keplershm_zone_sample> read();
 
 private:

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 
+#include "common/text_io.hpp"
 #include "energy/energy.hpp"
 #include "keplershm/keplershm.hpp"
 
@@ -34,7 +35,7 @@ void EnergyMeter::add_source(std::unique_ptr<EnergySource> source) {
     sources_.push_back(Source{std::move(source), taken});
     // The first reading is the baseline of every zone's first interval.
     std::vector<keplershm_zone_sample> baseline(sources_.back().source->zones().size());
-    sources_.back().source->read(baseline);
+    sources_.back().source->read(baseline, monotonic_now_ns());
 }
 
 std::vector<keplershm_zone_info> EnergyMeter::zone_infos() const {
@@ -57,13 +58,15 @@ uint32_t EnergyMeter::power_source() const noexcept {
     return KEPLERSHM_POWER_NONE;
 }
 
-std::vector<keplershm_zone_sample> EnergyMeter::read() {
+std::vector<keplershm_zone_sample> EnergyMeter::read() { return read(monotonic_now_ns()); }
+
+std::vector<keplershm_zone_sample> EnergyMeter::read(uint64_t frame_end_ns) {
     std::vector<keplershm_zone_sample> samples;
     samples.reserve(zone_count_);
     std::vector<keplershm_zone_sample> scratch;
     for (Source& s : sources_) {
         scratch.assign(s.source->zones().size(), keplershm_zone_sample{});
-        s.source->read(scratch);
+        s.source->read(scratch, frame_end_ns);
         samples.insert(samples.end(), scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(s.zones));
     }
     for (size_t i = 0; i < samples.size(); ++i) samples[i].zone_index = static_cast<uint32_t>(i);

@@ -20,15 +20,23 @@ void HeldPowerIntegral::add(uint64_t time_ns, double watts) noexcept {
         // W × ns = nJ; / 1000 = µJ. A gap longer than max_age is not bridged: its energy is unknown.
         const uint64_t held_ns = std::min(time_ns - last_ns_, max_age_ns_);
         energy_uj_ += last_watts_ * static_cast<double>(held_ns) / 1e3;
+        previous_ns_ = last_ns_;
+        previous_watts_ = last_watts_;
+        have_previous_ = held_ns == time_ns - last_ns_;  // after a gap, nothing before is held
     }
     have_reading_ = true;
     last_ns_ = time_ns;
     last_watts_ = watts;
 }
 
-std::optional<double> HeldPowerIntegral::total_uj(uint64_t now_ns) const noexcept {
+std::optional<double> HeldPowerIntegral::total_uj(uint64_t at_ns) const noexcept {
     if (!have_reading_) return std::nullopt;
-    const uint64_t held_ns = now_ns > last_ns_ ? std::min(now_ns - last_ns_, max_age_ns_) : 0;
+    if (at_ns < last_ns_) {
+        // Between the previous reading and the newest one, the previous one was held.
+        if (!have_previous_ || at_ns < previous_ns_) return energy_uj_;
+        return energy_uj_ - previous_watts_ * static_cast<double>(last_ns_ - at_ns) / 1e3;
+    }
+    const uint64_t held_ns = std::min(at_ns - last_ns_, max_age_ns_);
     return energy_uj_ + last_watts_ * static_cast<double>(held_ns) / 1e3;
 }
 

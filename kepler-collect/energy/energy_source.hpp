@@ -38,9 +38,10 @@ public:
     explicit HeldPowerIntegral(uint64_t max_age_ns) noexcept : max_age_ns_(max_age_ns) {}
     /// A reading taken at time_ns (CLOCK_MONOTONIC); readings not after the previous one are ignored.
     void add(uint64_t time_ns, double watts) noexcept;
-    /// Energy (µJ) from the first reading up to now, the newest reading held for at most max_age;
-    /// nullopt before the first reading.
-    [[nodiscard]] std::optional<double> total_uj(uint64_t now_ns) const noexcept;
+    /// Energy (µJ) from the first reading up to `at_ns`, the newest reading held for at most max_age;
+    /// nullopt before the first reading. A time before the newest reading (it arrived after the frame
+    /// the caller is closing) is answered from the reading before it.
+    [[nodiscard]] std::optional<double> total_uj(uint64_t at_ns) const noexcept;
     /// True when the newest reading is older than max_age (or there is none).
     [[nodiscard]] bool stale(uint64_t now_ns) const noexcept;
     [[nodiscard]] uint64_t last_reading_ns() const noexcept { return last_ns_; }
@@ -51,6 +52,9 @@ private:
     uint64_t last_ns_ = 0;
     double last_watts_ = 0;
     double energy_uj_ = 0;  // up to last_ns_
+    uint64_t previous_ns_ = 0;  // the reading before the newest one (held until last_ns_)
+    double previous_watts_ = 0;
+    bool have_previous_ = false;
 };
 
 /// Publishes a zone's running total as frame samples: deltas never negative, the total never
@@ -82,9 +86,11 @@ public:
     [[nodiscard]] virtual std::string describe() const = 0;
     /// Header entries of this source's zones, in the order of read()'s samples.
     [[nodiscard]] virtual const std::vector<keplershm_zone_info>& zones() const noexcept = 0;
-    /// One sample per zone (zone_index is set by the caller), read now or from the newest reading;
-    /// never blocks on a device or the network.
-    virtual void read(std::span<keplershm_zone_sample> samples) = 0;
+    /// One sample per zone (zone_index is set by the caller) for the interval ending at `frame_end_ns`
+    /// (CLOCK_MONOTONIC, at most now): local meters are read now, sources that hold remote readings count
+    /// energy up to that instant, so that a zone's energy covers the frame's own interval. Never blocks
+    /// on a device or the network.
+    virtual void read(std::span<keplershm_zone_sample> samples, uint64_t frame_end_ns) = 0;
 };
 
 }  // namespace kepler::collect

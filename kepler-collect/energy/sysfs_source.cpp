@@ -22,7 +22,7 @@ public:
     std::string describe() const override { return "sysfs"; }
     const std::vector<keplershm_zone_info>& zones() const noexcept override { return infos_; }
 
-    void read(std::span<keplershm_zone_sample> samples) override {
+    void read(std::span<keplershm_zone_sample> samples, uint64_t /*frame_end_ns: files are read now*/) override {
         for (size_t i = 0; i < states_.size() && i < samples.size(); ++i) read_zone(states_[i], samples[i]);
     }
 

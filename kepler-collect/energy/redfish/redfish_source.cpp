@@ -67,9 +67,9 @@ public:
     std::string describe() const override { return fmt::format("redfish BMC {} ({})", config_.id, config_.endpoint); }
     const std::vector<keplershm_zone_info>& zones() const noexcept override { return infos_; }
 
-    void read(std::span<keplershm_zone_sample> samples) override {
+    void read(std::span<keplershm_zone_sample> samples, uint64_t frame_end_ns) override {
         std::lock_guard lock(mutex_);
-        const uint64_t now = monotonic_now_ns();
+        const uint64_t now = frame_end_ns;
         for (size_t i = 0; i < zones_.size() && i < samples.size(); ++i) {
             ZoneState& z = zones_[i];
             keplershm_zone_sample& sample = samples[i];
