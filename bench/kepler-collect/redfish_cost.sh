@@ -29,12 +29,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
+mkdir -p "$work/bmc"
 mkfifo "$work/bmc-in"
 "$fake" --dir "$work/bmc" < "$work/bmc-in" > "$work/bmc-out" &
 bmc_pid=$!
 exec 3> "$work/bmc-in"  # the fake BMC runs until its stdin closes
 for _ in $(seq 50); do [[ $(wc -l < "$work/bmc-out") -ge 2 ]] && break; sleep 0.1; done
 url=$(sed -n 1p "$work/bmc-out")
+[[ -n $url ]] || { echo "redfish_cost: the fake BMC did not start" >&2; exit 1; }
 ca=$(sed -n 2p "$work/bmc-out")
 printf 'admin\nsecret\n' > "$work/credentials"
 

@@ -90,21 +90,20 @@ HttpResponse http_get(const HttpRequest& request) {
     return http_request(get);
 }
 
-HttpResponse http_request(const HttpRequest& request) {
+namespace {
+
+void check_request(const HttpRequest& request) {
     if (request.method != "GET" && request.method != "POST" && request.method != "DELETE") {
         throw HttpError(fmt::format("http: method {} is not supported", request.method));
     }
     if (!starts_with_no_case(request.url, "http://") && !is_https(request.url)) {
         throw HttpError(fmt::format("http: \"{}\" is not an http:// or https:// URL", request.url));
     }
-    global_init_once();
-    std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), curl_easy_cleanup);
-    if (!curl) throw HttpError("http: cannot create a curl handle");
+}
 
-    HttpResponse response;
-    Sink sink{&response.body, request.max_bytes};
-    HeaderSink header_sink{&response.headers};
-    char error_text[CURL_ERROR_SIZE] = {};
+using HeaderList = std::unique_ptr<curl_slist, void (*)(curl_slist*)>;
+
+HeaderList request_headers(const HttpRequest& request) {
     curl_slist* headers = curl_slist_append(nullptr, fmt::format("Accept: {}", request.accept).c_str());
     if (!request.bearer_token.empty()) {
         headers = curl_slist_append(headers, fmt::format("Authorization: Bearer {}", request.bearer_token).c_str());
@@ -115,15 +114,10 @@ HttpResponse http_request(const HttpRequest& request) {
     for (const auto& [name, value] : request.headers) {
         headers = curl_slist_append(headers, fmt::format("{}: {}", name, value).c_str());
     }
-    std::unique_ptr<curl_slist, void (*)(curl_slist*)> header_list(headers, curl_slist_free_all);
+    return HeaderList(headers, curl_slist_free_all);
+}
 
-    CURL* c = curl.get();
-    curl_easy_setopt(c, CURLOPT_URL, request.url.c_str());
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, header_list.get());
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, &header_sink);
+void set_method_and_credentials(CURL* c, const HttpRequest& request) {
     if (request.method == "POST") {
         curl_easy_setopt(c, CURLOPT_POST, 1L);
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, request.body.c_str());
@@ -136,6 +130,22 @@ HttpResponse http_request(const HttpRequest& request) {
         curl_easy_setopt(c, CURLOPT_USERNAME, request.basic_user.c_str());
         curl_easy_setopt(c, CURLOPT_PASSWORD, request.basic_password.c_str());
     }
+}
+
+/// One exchange on handle `c`, whose options are at their defaults (new, or reset).
+HttpResponse perform(CURL* c, const HttpRequest& request) {
+    HttpResponse response;
+    Sink sink{&response.body, request.max_bytes};
+    HeaderSink header_sink{&response.headers};
+    char error_text[CURL_ERROR_SIZE] = {};
+    const HeaderList headers = request_headers(request);
+    curl_easy_setopt(c, CURLOPT_URL, request.url.c_str());
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &header_sink);
+    set_method_and_credentials(c, request);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error_text);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, request.timeout_ms);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, std::min(request.connect_timeout_ms, request.timeout_ms));
@@ -144,6 +154,7 @@ HttpResponse http_request(const HttpRequest& request) {
     set_security(c, request);
 
     const CURLcode rc = curl_easy_perform(c);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, nullptr);  // the buffer ends with this call; the handle may live on
     if (sink.overflow) {
         throw HttpError(fmt::format("http: the response of {} exceeds {} bytes", request.url, request.max_bytes));
     }
@@ -155,6 +166,31 @@ HttpResponse http_request(const HttpRequest& request) {
     }
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &response.status);
     return response;
+}
+
+}  // namespace
+
+HttpResponse http_request(const HttpRequest& request) {
+    check_request(request);
+    global_init_once();
+    std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), curl_easy_cleanup);
+    if (!curl) throw HttpError("http: cannot create a curl handle");
+    return perform(curl.get(), request);
+}
+
+HttpConnection::HttpConnection() {
+    global_init_once();
+    handle_ = curl_easy_init();
+    if (handle_ == nullptr) throw HttpError("http: cannot create a curl handle");
+}
+
+HttpConnection::~HttpConnection() { curl_easy_cleanup(handle_); }
+
+HttpResponse HttpConnection::request(const HttpRequest& request) {
+    check_request(request);
+    // Options back to their defaults; the open connection, TLS session and DNS caches stay.
+    curl_easy_reset(handle_);
+    return perform(handle_, request);
 }
 
 std::string url_encode(std::string_view text) {

@@ -47,6 +47,22 @@ struct HttpResponse {
 /// Sends the request. Throws HttpError on transport errors and oversize bodies; HTTP error statuses are
 /// returned, not thrown. Thread-safe (one curl handle per call; libcurl's global state is set up once).
 [[nodiscard]] HttpResponse http_request(const HttpRequest& request);
+/// Requests on one kept-open connection (HTTP/1.1 keep-alive, TLS session reuse): for a client that
+/// asks the same server often, where a new TLS connection per request would cost more CPU than the
+/// request (OpenSSL 3 builds a context per connection). Not thread-safe: one thread at a time.
+class HttpConnection {
+public:
+    HttpConnection();
+    HttpConnection(const HttpConnection&) = delete;
+    HttpConnection& operator=(const HttpConnection&) = delete;
+    ~HttpConnection();
+    /// As http_request(), on this connection (reconnecting when the server closed it).
+    [[nodiscard]] HttpResponse request(const HttpRequest& request);
+
+private:
+    void* handle_ = nullptr;  // CURL*
+};
+
 /// http_request with the method forced to GET.
 [[nodiscard]] HttpResponse http_get(const HttpRequest& request);
 

@@ -98,7 +98,7 @@ json RedfishClient::get(const std::string& path) {
         }
         support::HttpResponse response;
         try {
-            response = support::http_get(request);
+            response = connection_.request(request);
         } catch (const support::HttpError& e) {
             throw RedfishError(fmt::format("redfish: {}", e.what()));
         }
@@ -136,7 +136,7 @@ void RedfishClient::log_in() {
     request.max_bytes = 64u << 10;
     support::HttpResponse response;
     try {
-        response = support::http_request(request);
+        response = connection_.request(request);
     } catch (const support::HttpError& e) {
         throw RedfishError(fmt::format("redfish: session login: {}", e.what()));
     }
@@ -172,7 +172,7 @@ void RedfishClient::log_out() noexcept {
         request.insecure_skip_verify = config_.insecure;
         request.timeout_ms = 1000;
         request.max_bytes = 64u << 10;
-        (void)support::http_request(request);
+        (void)connection_.request(request);
     } catch (const std::exception&) {
         // The BMC ends idle sessions itself; a collector that stops must not hang on one that is gone.
     }

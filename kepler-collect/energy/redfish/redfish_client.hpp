@@ -3,7 +3,8 @@
 // collection, and one reading per power supply (PowerSubsystem → PowerSupplies → Metrics, the wall
 // side's InputPowerWatts and, where published, EnergykWh) or, on BMCs without PowerSubsystem, per
 // PowerControl entry of the older Power resource (PowerConsumedWatts). Every response is bounded in
-// size and time. Blocking: the collector calls it from its own thread (redfish_source.hpp).
+// size and time, on one kept-open connection. Blocking, and used by one thread at a time: the collector
+// calls it from its own thread (redfish_source.hpp).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "energy/redfish/bmc_config.hpp"
+#include "support/http/http_client.hpp"
 
 namespace kepler::collect {
 
@@ -64,6 +66,7 @@ private:
     void log_out() noexcept;
 
     BmcConfig config_;
+    support::HttpConnection connection_;  // kept open between polls: no TLS handshake per request
     std::string token_;
     std::string session_url_;
     std::string sessions_path_;

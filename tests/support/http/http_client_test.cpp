@@ -145,3 +145,45 @@ TEST_F(Https, APlainTextClientGetsNoAnswerFromATlsServer) {
 
 }  // namespace
 }  // namespace kepler::support
+
+namespace kepler::support {
+namespace {
+
+TEST(HttpConnection, SendsMethodsBodiesAndHeadersAndReadsResponseHeaders) {
+    FakeHttpServer server([](const FakeHttpServer::Request& r) {
+        FakeHttpServer::Response response{r.method == "POST" ? 201 : 200, r.method + " " + r.body, {}};
+        response.headers.emplace_back("X-Auth-Token", "t0k3n");
+        return response;
+    });
+    HttpConnection connection;
+    HttpRequest post;
+    post.url = server.url() + "/login";
+    post.method = "POST";
+    post.body = R"({"UserName":"a"})";
+    post.headers.emplace_back("X-Extra", "1");
+    const HttpResponse created = connection.request(post);
+    EXPECT_EQ(created.status, 201);
+    EXPECT_EQ(created.body, R"(POST {"UserName":"a"})");
+    EXPECT_EQ(created.headers.at("x-auth-token"), "t0k3n") << "response header names are lower-cased";
+    HttpRequest get;
+    get.url = server.url() + "/doc";
+    get.basic_user = "u";
+    get.basic_password = "p";
+    const HttpResponse got = connection.request(get);  // the handle's POST options do not carry over
+    EXPECT_EQ(got.body, "GET ");
+    HttpRequest del;
+    del.url = server.url() + "/session";
+    del.method = "DELETE";
+    EXPECT_EQ(connection.request(del).body, "DELETE ");
+    const auto requests = server.requests();
+    ASSERT_EQ(requests.size(), 3u);
+    EXPECT_EQ(requests[0].headers.at("x-extra"), "1");
+    EXPECT_EQ(requests[1].headers.at("authorization"), "Basic dTpw");
+    EXPECT_EQ(requests[2].method, "DELETE");
+    HttpRequest put = get;
+    put.method = "PUT";
+    EXPECT_THROW((void)connection.request(put), HttpError);
+}
+
+}  // namespace
+}  // namespace kepler::support
