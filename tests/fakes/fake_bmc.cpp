@@ -124,7 +124,9 @@ FakeBmc::~FakeBmc() {
         std::lock_guard lock(mutex_);
         stopping_ = true;
     }
-    fault_changed_.notify_all();  // a slow or hung request answers now, so the server's thread can be joined
+    // Slow or hung requests answer now (and later ones at once, 503), so the server's connection threads
+    // can be joined.
+    fault_changed_.notify_all();
     server_.reset();
 }
 

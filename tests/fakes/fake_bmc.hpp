@@ -122,7 +122,7 @@ private:
     const FakeBmcOptions options_;
     const std::string basic_credentials_;  // the Authorization header that Basic auth must send
     std::optional<TlsFiles> tls_files_;
-    mutable std::mutex mutex_;  // guards what follows: the test's thread sets it, the server's thread reads it
+    mutable std::mutex mutex_;  // guards what follows: the test's thread sets it, the server's connection threads read it
     std::condition_variable fault_changed_;  // wakes slow and hung requests
     std::map<std::string, Chassis> chassis_;
     std::map<std::string, std::string> sessions_;  // token → session id
