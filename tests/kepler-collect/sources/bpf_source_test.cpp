@@ -8,13 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <array>
 #include <csignal>
 #include <cstring>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -39,19 +37,6 @@ constexpr uint64_t kRepairSlack = 25'000'000;  // 20 ms repair period + a 4 ms t
             GTEST_SKIP() << "eBPF tests skipped: " << why;                   \
     } while (0)
 
-/// Interrupt, softirq and steal time of one CPU so far (/proc/stat, whole ticks): the time a running task
-/// spends there is wall time at a boundary but not the scheduler's runtime.
-uint64_t cpu_kernel_ns(int cpu) {
-    const ReadResult stat = read_text_file("/proc/stat", 1 << 20);
-    const std::string prefix = "cpu" + std::to_string(cpu) + " ";
-    const size_t at = stat.text.find("\n" + prefix);
-    if (at == std::string::npos) return 0;
-    std::istringstream line(stat.text.substr(at + 1 + prefix.size(), stat.text.find('\n', at + 1) - at - 1 - prefix.size()));
-    uint64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
-    line >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
-    return (irq + softirq + steal) * (1'000'000'000ull / static_cast<uint64_t>(sysconf(_SC_CLK_TCK)));
-}
-
 const ProcessActivity* find(const SourceSample& s, pid_t pid) {
     for (const ProcessActivity& p : s.processes) {
         if (p.key.pid == static_cast<uint32_t>(pid)) return &p;
@@ -75,18 +60,12 @@ TEST(BpfSource, BusyChildGetsWholeIntervalEveryFrameAndMatchesProcStat) {
     BusyChild child(testing::test_cpu(), 1.0);
     testing::sleep_ms(200);
     // The child started mid-interval: this first interval only counts towards the total.
-    const uint64_t kernel_at_start = cpu_kernel_ns(testing::test_cpu());
-    uint64_t kernel_before = kernel_at_start;
     testing::Bracketed previous = testing::sample_bracketed(source, child.pid());
     const ProcessActivity* first = find(previous.sample, child.pid());
     uint64_t total = first != nullptr ? first->cpu_time_ns : 0;
     for (int frame = 0; frame < 4; ++frame) {
         testing::sleep_ms(1000);
         const testing::Bracketed now = testing::sample_bracketed(source, child.pid());
-        const uint64_t kernel_now = cpu_kernel_ns(testing::test_cpu());
-        // Measured, not assumed: on a shared VM steal alone passed 1 % of an interval (CI, under ASan).
-        const uint64_t kernel_slack = kernel_now - kernel_before + 10'000'000;  // + one /proc/stat tick
-        kernel_before = kernel_now;
         const ProcessActivity* p = find(now.sample, child.pid());
         ASSERT_NE(p, nullptr) << "frame " << frame << ": the busy child is missing";
         total += p->cpu_time_ns;
@@ -97,10 +76,9 @@ TEST(BpfSource, BusyChildGetsWholeIntervalEveryFrameAndMatchesProcStat) {
         // The scheduler's own count between the same boundaries, whatever delays the machine adds.
         // Below: a switch the kernel does not report is repaired within 20 ms (kepler_repair), plus
         // one scheduler tick. Above: time still running at a boundary is wall time, which also holds
-        // the interrupts and hypervisor steal the scheduler leaves out: 1%, or what the CPU's counters say.
+        // the interrupts and hypervisor steal the scheduler leaves out: allow 1%.
         EXPECT_GE(p->cpu_time_ns + kRepairSlack, now.before_ns - previous.after_ns) << "frame " << frame;
-        EXPECT_LE(p->cpu_time_ns, now.after_ns - previous.before_ns + std::max(interval / 100, kernel_slack) + 1'000'000)
-            << "frame " << frame << ", interrupts + softirqs + steal on its CPU: " << kernel_slack - 10'000'000 << " ns";
+        EXPECT_LE(p->cpu_time_ns, now.after_ns - previous.before_ns + interval / 100 + 1'000'000) << "frame " << frame;
         previous = now;
     }
     const testing::ProcTimes proc = testing::proc_times(child.pid());
@@ -110,8 +88,7 @@ TEST(BpfSource, BusyChildGetsWholeIntervalEveryFrameAndMatchesProcStat) {
     EXPECT_NEAR(static_cast<double>(total), static_cast<double>(proc.cpu_ns), 0.05 * proc.cpu_ns)
         << "total over all frames vs /proc/<pid>/stat utime+stime";
     EXPECT_GE(total + kRepairSlack, previous.before_ns) << "nothing lost since the child started";
-    const uint64_t kernel_total = cpu_kernel_ns(testing::test_cpu()) - kernel_at_start + 10'000'000;
-    EXPECT_LE(total, previous.after_ns + std::max(previous.after_ns / 100, kernel_total) + 1'000'000) << "nothing counted twice";
+    EXPECT_LE(total, previous.after_ns + previous.after_ns / 100 + 1'000'000) << "nothing counted twice";
 }
 
 /// CPU time summed over the frames of expect_pair_cut_at_each_boundary(): the CPUs' task time and the processes'.
