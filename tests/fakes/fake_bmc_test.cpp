@@ -2,6 +2,7 @@
 // will meet (TLS with the BMC's own certificate, Basic auth, sessions, the PowerSubsystem and Power trees,
 // faults), so that the client's tests can trust the fake.
 #include "fakes/fake_bmc.hpp"
+#include "fakes/temp_dir.hpp"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -33,21 +34,7 @@ using Clock = std::chrono::steady_clock;
 
 const bool curl_ready = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
 
-class TempDir {
-public:
-    TempDir() {
-        std::string pattern = (fs::temp_directory_path() / "kepler-fake-bmc-XXXXXX").string();
-        path_ = mkdtemp(pattern.data());
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path_, ec);
-    }
-    [[nodiscard]] const fs::path& path() const { return path_; }
-
-private:
-    fs::path path_;
-};
+using kepler::testing::TempDir;
 
 struct Call {
     std::string method = "GET";
@@ -144,7 +131,7 @@ protected:
         return perform(call);
     }
 
-    TempDir dir_;
+    TempDir dir_{"kepler-fake-bmc"};
 };
 
 TEST_F(FakeBmcTest, HttpsWorksWithTheBmcCertificateAsCaAndFailsWithoutIt) {

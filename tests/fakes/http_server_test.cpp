@@ -2,6 +2,7 @@
 // with raw sockets where a test must say exactly what goes on the wire: one connection serves many requests,
 // an idle client holds up no one, the server closes when asked and when it must, and stops promptly.
 #include "fakes/http_server.hpp"
+#include "fakes/temp_dir.hpp"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -34,21 +35,7 @@ FakeHttpServer::Response echo_target(const FakeHttpServer::Request& request) {
     return FakeHttpServer::Response{200, request.target, {}};
 }
 
-class TempDir {
-public:
-    TempDir() {
-        std::string pattern = (fs::temp_directory_path() / "kepler-http-server-XXXXXX").string();
-        path_ = mkdtemp(pattern.data());
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path_, ec);
-    }
-    [[nodiscard]] const fs::path& path() const { return path_; }
-
-private:
-    fs::path path_;
-};
+using kepler::testing::TempDir;
 
 /// One libcurl easy handle, kept across requests as a client that reuses its connection keeps it.
 class CurlClient {
@@ -161,7 +148,7 @@ protected:
         tls_ = make_test_certificate(dir_.path(), "server");
         if (!tls_) GTEST_SKIP() << "openssl CLI not available: cannot make a test certificate";
     }
-    TempDir dir_;
+    TempDir dir_{"kepler-http-server"};
     std::optional<TlsFiles> tls_;
 };
 

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "fakes/http_server.hpp"
+#include "fakes/temp_dir.hpp"
 
 namespace kepler::support {
 namespace {
@@ -18,21 +19,7 @@ using kepler::testing::FakeHttpServer;
 using kepler::testing::TlsFiles;
 namespace fs = std::filesystem;
 
-class TempDir {
-public:
-    TempDir() {
-        std::string pattern = (fs::temp_directory_path() / "kepler-http-XXXXXX").string();
-        path_ = mkdtemp(pattern.data());
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path_, ec);
-    }
-    [[nodiscard]] const fs::path& path() const { return path_; }
-
-private:
-    fs::path path_;
-};
+using kepler::testing::TempDir;
 
 FakeHttpServer::Handler answer(int status, std::string body) {
     return [status, body](const FakeHttpServer::Request&) { return FakeHttpServer::Response{status, body, {}}; };
@@ -94,7 +81,7 @@ protected:
         if (!made) GTEST_SKIP() << "openssl CLI not available: cannot make a test certificate";
         files_ = *made;
     }
-    TempDir dir_;
+    TempDir dir_{"kepler-http"};
     TlsFiles files_;
 };
 
