@@ -137,7 +137,6 @@ std::optional<BmcConfig> bmc_config(const CollectorOptions& o, const std::string
         config.endpoint = o.redfish_endpoint;
         config.id = o.redfish_bmc_id.empty() ? o.redfish_endpoint.substr(o.redfish_endpoint.find("//") + 2) : o.redfish_bmc_id;
         config.basic_auth = o.redfish_auth == "basic";
-        config.insecure = o.redfish_insecure;
     }
     if (!o.redfish_ca_file.empty()) config.ca_file = o.redfish_ca_file;
     if (o.redfish_insecure) config.insecure = true;

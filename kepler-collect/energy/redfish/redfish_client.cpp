@@ -18,6 +18,7 @@ using nlohmann::json;
 
 constexpr size_t kMaxMembers = 64;  // chassis per BMC, supplies per chassis: far above real servers
 constexpr double kMaxPlausibleWatts = 1e6;
+constexpr size_t kMaxSessionAnswerBytes = 64u << 10;  // a session's login and logout answers
 
 /// An @odata.id: a path on this BMC below /redfish/v1, never a URL elsewhere (the BMC is not trusted to
 /// send the collector, with its credentials, to another host).
@@ -80,17 +81,22 @@ RedfishClient::RedfishClient(BmcConfig config) : config_(std::move(config)) {
 
 RedfishClient::~RedfishClient() { log_out(); }
 
+support::HttpRequest RedfishClient::request_to(std::string url) const {
+    support::HttpRequest request;
+    request.url = std::move(url);
+    request.ca_file = config_.ca_file;
+    request.insecure_skip_verify = config_.insecure;
+    request.timeout_ms = config_.request_timeout.count();
+    request.connect_timeout_ms = std::min<long>(2000, config_.request_timeout.count());
+    request.max_bytes = config_.max_response_bytes;
+    return request;
+}
+
 json RedfishClient::get(const std::string& path) {
     const bool session = !config_.basic_auth && !config_.username.empty();
     for (int attempt = 0; attempt < 2; ++attempt) {
         if (session && token_.empty() && path != "/redfish/v1") log_in();
-        support::HttpRequest request;
-        request.url = config_.endpoint + path;
-        request.ca_file = config_.ca_file;
-        request.insecure_skip_verify = config_.insecure;
-        request.timeout_ms = config_.request_timeout.count();
-        request.connect_timeout_ms = std::min<long>(2000, config_.request_timeout.count());
-        request.max_bytes = config_.max_response_bytes;
+        support::HttpRequest request = request_to(config_.endpoint + path);
         if (!token_.empty()) request.headers.emplace_back("X-Auth-Token", token_);
         if (config_.basic_auth) {
             request.basic_user = config_.username;
@@ -125,15 +131,10 @@ void RedfishClient::log_in() {
             ? member_path(root["Links"]["Sessions"], "ServiceRoot Links.Sessions")
             : "/redfish/v1/SessionService/Sessions";
     }
-    support::HttpRequest request;
-    request.url = config_.endpoint + sessions_path_;
+    support::HttpRequest request = request_to(config_.endpoint + sessions_path_);
     request.method = "POST";
     request.body = json{{"UserName", config_.username}, {"Password", config_.password}}.dump();
-    request.ca_file = config_.ca_file;
-    request.insecure_skip_verify = config_.insecure;
-    request.timeout_ms = config_.request_timeout.count();
-    request.connect_timeout_ms = std::min<long>(2000, config_.request_timeout.count());
-    request.max_bytes = 64u << 10;
+    request.max_bytes = kMaxSessionAnswerBytes;
     support::HttpResponse response;
     try {
         response = connection_.request(request);
@@ -164,14 +165,11 @@ void RedfishClient::log_in() {
 void RedfishClient::log_out() noexcept {
     if (token_.empty() || session_url_.empty()) return;
     try {
-        support::HttpRequest request;
-        request.url = session_url_;
+        support::HttpRequest request = request_to(session_url_);
         request.method = "DELETE";
         request.headers.emplace_back("X-Auth-Token", token_);
-        request.ca_file = config_.ca_file;
-        request.insecure_skip_verify = config_.insecure;
-        request.timeout_ms = 1000;
-        request.max_bytes = 64u << 10;
+        request.timeout_ms = 1000;  // at stop: never wait long for a BMC that is gone
+        request.max_bytes = kMaxSessionAnswerBytes;
         (void)connection_.request(request);
     } catch (const std::exception&) {
         // The BMC ends idle sessions itself; a collector that stops must not hang on one that is gone.

@@ -62,6 +62,8 @@ public:
     [[nodiscard]] nlohmann::json get(const std::string& path);
 
 private:
+    /// A request to `url` with this BMC's TLS settings, time limits and size bound.
+    [[nodiscard]] support::HttpRequest request_to(std::string url) const;
     void log_in();
     void log_out() noexcept;
 
