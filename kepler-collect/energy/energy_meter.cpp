@@ -50,12 +50,15 @@ std::vector<keplershm_zone_info> EnergyMeter::zone_infos() const {
 uint32_t EnergyMeter::power_source() const noexcept {
     constexpr std::array kPreference{KEPLERSHM_POWER_RAPL, KEPLERSHM_POWER_ACPI, KEPLERSHM_POWER_REDFISH,
                                      KEPLERSHM_POWER_PMBUS, KEPLERSHM_POWER_HWMON};
-    for (const auto wanted : kPreference) {
-        for (const keplershm_zone_info& zone : zone_infos()) {
-            if (zone.power_source == static_cast<uint32_t>(wanted)) return zone.power_source;
-        }
+    auto rank_of = [&](uint32_t power_source) {
+        const auto* at = std::find(kPreference.begin(), kPreference.end(), static_cast<keplershm_power_source>(power_source));
+        return static_cast<size_t>(at - kPreference.begin());  // size(): not in the list
+    };
+    size_t best = kPreference.size();
+    for (const Source& s : sources_) {
+        for (size_t z = 0; z < s.zones; ++z) best = std::min(best, rank_of(s.source->zones()[z].power_source));
     }
-    return KEPLERSHM_POWER_NONE;
+    return best < kPreference.size() ? static_cast<uint32_t>(kPreference[best]) : uint32_t{KEPLERSHM_POWER_NONE};
 }
 
 std::vector<keplershm_zone_sample> EnergyMeter::read() { return read(monotonic_now_ns()); }

@@ -22,8 +22,11 @@ ByKind by_kind(const Ledger& ledger, const std::vector<EnergyPair>& energy) {
 }
 
 bool is_meter(std::string_view source) {
-    // The meters' names (keplershm::power_source_name, as measured_model.cpp labels zones).
-    return source == "rapl" || source == "hwmon" || source == "acpi" || source == "redfish" || source == "pmbus";
+    // The meters' names, as measured_model.cpp labels zones: every power source the library names.
+    for (uint32_t power = KEPLERSHM_POWER_RAPL; power <= KEPLERSHM_POWER_PMBUS; ++power) {
+        if (source == keplershm::power_source_name(power)) return true;
+    }
+    return false;
 }
 
 const char* state(const Ledger& ledger, const EntityEnergy& energy) {
