@@ -337,7 +337,7 @@ TEST_F(FakeNvml, UtilizationSamplesSinceLastSeen) {
     unsigned count = 0;
     ASSERT_EQ(nvml.utilization(gpu, nullptr, &count, 0), NVML_ERROR_INSUFFICIENT_SIZE);
     ASSERT_GE(count, 3u);
-    ASSERT_LE(count, 6u);
+    ASSERT_LE(count, (now_us() - start_us) / 100'000 + 1);  // one a period, however long the sleep took
     std::vector<nvmlProcessUtilizationSample_t> samples(count + 2);  // room for a sample taken meanwhile
     count = static_cast<unsigned>(samples.size());
     ASSERT_EQ(nvml.utilization(gpu, samples.data(), &count, 0), NVML_SUCCESS);
