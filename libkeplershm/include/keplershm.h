@@ -213,6 +213,9 @@ struct keplershm_writer_opts {
     const struct keplershm_zone_info *zones;
     uint32_t writer_version;
     uint32_t replace_live;              /* 1: take the name even from a live writer (tests, operators) */
+    /* 1.4 (callers built against 1.3 leave them out: sz says so) */
+    uint32_t gpu_device_capacity;       /* GPU_DEVICES records per frame; 0: no GPU sections */
+    uint32_t gpu_usage_capacity;        /* GPU_USAGE records per frame */
 };
 
 /* Pointers into the slot being written. Fill records, set the counts, then commit. */
@@ -242,6 +245,13 @@ struct keplershm_draft {
     struct keplershm_estimate *estimates;
     uint32_t estimate_capacity;
     uint32_t estimate_count;
+    /* 1.4 */
+    struct keplershm_gpu_device *gpu_devices;
+    uint32_t gpu_device_capacity;
+    uint32_t gpu_device_count;
+    struct keplershm_gpu_usage *gpu_usage;
+    uint32_t gpu_usage_capacity;
+    uint32_t gpu_usage_count;
 };
 
 KEPLERSHM_API int keplershm_writer_create(const char *shm_name, const struct keplershm_writer_opts *opts,

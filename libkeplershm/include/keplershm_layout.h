@@ -35,7 +35,9 @@
  *   48   8     heartbeat_period_ns           576  2048  zones[32] (struct keplershm_zone_info)
  *   56   4     segment_kind                  2624 8     first_sequence
  *   60   4     writer_version                2632 64    platform_meter_id (1.3)
- *                                               2696 1144  reserved (zero)
+ *                                               2696 4     gpu_device_capacity (1.4)
+ *                                               2700 4     gpu_usage_capacity (1.4)
+ *                                               2704 1136  reserved (zero)
  *   64   4     slot_count                    3840 64    control line: state, overhead, producer stats
  *   68   4     frame_header_size             3904 64    heartbeat line:
  *   72   8     slot_size                       3904 8   heartbeat_ns (CLOCK_MONOTONIC, for 1.0 readers)
@@ -89,8 +91,10 @@ extern "C" {
  * progress of the heartbeat on each reader's own clock (PROTOCOL.md §1.3). */
 /* Minor 2: runtime values for VMMs run without libvirt. Minor 3: platform meters (BMC over Redfish, PMBus
  * power supplies), zone sample flags INTEGRATED and STALE, zone_info.meter_detail and the header's
- * platform_meter_id (PROTOCOL.md §9). */
-#define KEPLERSHM_ABI_MINOR 3
+ * platform_meter_id (PROTOCOL.md §9). Minor 4: GPUs — sections GPU_DEVICES (each GPU and MIG instance, its
+ * facts and state this interval) and GPU_USAGE (per process and device: engine time, memory), with their
+ * capacities in the header (PROTOCOL.md §10). */
+#define KEPLERSHM_ABI_MINOR 4
 /* Readers accept this major and the one before it (none before 1). */
 #define KEPLERSHM_ABI_OLDEST_MAJOR 1
 
@@ -143,6 +147,9 @@ enum keplershm_section_id {
     KEPLERSHM_SECTION_STRINGS = 5,     /* stride 1, count = bytes used */
     KEPLERSHM_SECTION_UNACCOUNTED = 6, /* exactly one record */
     KEPLERSHM_SECTION_ESTIMATES = 7,   /* estimates segments only */
+    /* 1.4 */
+    KEPLERSHM_SECTION_GPU_DEVICES = 8, /* struct keplershm_gpu_device: every GPU and MIG instance */
+    KEPLERSHM_SECTION_GPU_USAGE = 9,   /* struct keplershm_gpu_usage: per (process, device) */
 };
 #define KEPLERSHM_MAX_SECTIONS 16u
 
@@ -161,6 +168,8 @@ enum keplershm_power_source {
     /* 1.3 */
     KEPLERSHM_POWER_REDFISH = 4, /* the node's BMC over Redfish (header.platform_meter_id names it) */
     KEPLERSHM_POWER_PMBUS = 5,   /* a power supply's own meter (hwmon pmbus and PSU drivers) */
+    /* 1.4 */
+    KEPLERSHM_POWER_NVML = 6,    /* an NVIDIA GPU's own meter, through NVML */
 };
 
 /* 1.3: what a zone's reading is, where the meter tells more than its kind (0: not said). */
@@ -213,6 +222,31 @@ enum keplershm_zone_sample_flag {
     /* 1.3 */
     KEPLERSHM_ZONE_INTEGRATED = 1u << 2, /* energy is power integrated between reading times, not a counter */
     KEPLERSHM_ZONE_STALE = 1u << 3,      /* the meter's newest reading is older than its stated age: not VALID */
+};
+
+/* 1.4: who made a GPU. */
+enum keplershm_gpu_vendor {
+    KEPLERSHM_GPU_VENDOR_UNKNOWN = 0,
+    KEPLERSHM_GPU_NVIDIA = 1, /* through NVML */
+    KEPLERSHM_GPU_AMD = 2,    /* through the kernel (amdgpu hwmon, DRM fdinfo) */
+    KEPLERSHM_GPU_INTEL = 3,  /* through the kernel (i915/xe hwmon, DRM fdinfo) */
+};
+
+/* 1.4: a GPU device record's state this interval. */
+enum keplershm_gpu_device_flag {
+    KEPLERSHM_GPU_MIG_ENABLED = 1u << 0,  /* a physical GPU partitioned into MIG instances */
+    KEPLERSHM_GPU_MIG_INSTANCE = 1u << 1, /* a MIG instance: `parent` is its GPU's record */
+    KEPLERSHM_GPU_LOST = 1u << 2,         /* unreachable this interval (fell off the bus, driver gone) */
+    KEPLERSHM_GPU_USAGE_VALID = 1u << 3,  /* its per-process usage was read this interval: the GPU_USAGE
+                                             records of this device are all of its users */
+    KEPLERSHM_GPU_ACTIVE_VALID = 1u << 4, /* active_ns is measured */
+};
+
+/* 1.4: what a GPU usage record holds. */
+enum keplershm_gpu_usage_flag {
+    KEPLERSHM_GPU_USE_COMPUTE = 1u << 0,    /* runs a compute context on the device */
+    KEPLERSHM_GPU_USE_GRAPHICS = 1u << 1,   /* runs a graphics context on the device */
+    KEPLERSHM_GPU_USE_BUSY_VALID = 1u << 2, /* busy_ns is measured (else the process was only seen running) */
 };
 
 enum keplershm_workload_kind {
@@ -347,6 +381,38 @@ struct keplershm_frame {                /* 256 bytes in ABI 1.0 */
     uint64_t reserved[19];              /* unit: none */
 };
 
+/* 1.4: a GPU or a MIG instance (section GPU_DEVICES; the same devices in the same order in every frame of
+ * a generation). Its energy is the GPU zone `zone_index` (MIG instances share their GPU's zone). */
+struct keplershm_gpu_device {           /* 256 bytes in ABI 1.4 */
+    uint32_t zone_index;                /* unit: index  into header.zones: the GPU's energy zone, or 0xffffffff */
+    uint32_t vendor;                    /* unit: enum  enum keplershm_gpu_vendor */
+    uint32_t device_index;              /* unit: index  the vendor's index (NVML index, DRM card number) */
+    uint32_t flags;                     /* unit: flags  enum keplershm_gpu_device_flag */
+    uint32_t parent;                    /* unit: index  a MIG instance's GPU record, else 0xffffffff */
+    uint32_t gpu_instance_id;           /* unit: id  MIG GPU instance, else 0xffffffff */
+    uint32_t compute_instance_id;       /* unit: id  MIG compute instance, else 0xffffffff */
+    uint32_t reserved0;                 /* unit: none */
+    uint64_t power_limit_mw;            /* unit: mW  enforced power limit, 0 when unknown */
+    uint64_t active_ns;                 /* unit: ns  engine-busy time in this interval (KEPLERSHM_GPU_ACTIVE_VALID) */
+    uint64_t memory_used_bytes;         /* unit: bytes  held by its processes at read time */
+    char uuid[96];                      /* unit: text  e.g. "GPU-6a1b2c3d-...", "MIG-..." */
+    char name[64];                      /* unit: text  product name, e.g. "NVIDIA H100 80GB HBM3" */
+    char pci_bus_id[32];                /* unit: text  domain:bus:device.function */
+    uint64_t reserved[1];               /* unit: none */
+};
+
+/* 1.4: one process's use of one GPU device in the interval (section GPU_USAGE). */
+struct keplershm_gpu_usage {            /* 64 bytes in ABI 1.4 */
+    uint32_t pid;                       /* unit: id  thread-group id */
+    uint32_t device;                    /* unit: index  into this frame's GPU_DEVICES records */
+    uint64_t start_time_ticks;          /* unit: ticks  with pid, the process's key; 0 when not resolved */
+    uint32_t process_index;             /* unit: index  into this frame's PROCESSES, or 0xffffffff */
+    uint32_t flags;                     /* unit: flags  enum keplershm_gpu_usage_flag */
+    uint64_t busy_ns;                   /* unit: ns  engine time in the interval (NVML: SM share x sample period) */
+    uint64_t memory_bytes;              /* unit: bytes  GPU memory it holds at read time */
+    uint64_t reserved[3];               /* unit: none */
+};
+
 /* Per-frame answer of an external model (segment_kind == ESTIMATES, section ESTIMATES). */
 struct keplershm_estimate {             /* 64 bytes in ABI 1.0 */
     uint32_t zone_index;                /* unit: index  into header.zones, or 0xffffffff for the node */
@@ -375,6 +441,8 @@ enum keplershm_record_type {
     KEPLERSHM_RECORD_ZONE_INFO = 7,
     KEPLERSHM_RECORD_ESTIMATE = 8,
     KEPLERSHM_RECORD_SECTION = 9,
+    KEPLERSHM_RECORD_GPU_DEVICE = 10, /* 1.4 */
+    KEPLERSHM_RECORD_GPU_USAGE = 11,  /* 1.4 */
     /* Structs of the C ABI that are not frame records (keplershm_record_size only, no schema entries),
      * so bindings can check their mirrors of them too. */
     KEPLERSHM_STRUCT_HEADER = 100,
@@ -451,7 +519,9 @@ struct keplershm_header {
     uint64_t first_sequence;            /* first frame number of this generation (continues the previous
                                            generation's numbering when the writer could read it) */
     char platform_meter_id[64];         /* 1.3: the node's BMC (the bmc_id of Kepler's labels); "" when none */
-    uint8_t reserved1[1144];
+    uint32_t gpu_device_capacity;       /* 1.4: GPU_DEVICES records a frame holds (0 before 1.4) */
+    uint32_t gpu_usage_capacity;        /* 1.4: GPU_USAGE records a frame holds */
+    uint8_t reserved1[1136];
 
     /* Runtime block. Each line is written by the writer only; readers map the segment read-only. */
     /* control line (3840) */

@@ -165,6 +165,8 @@ uint32_t keplershm_record_size(uint32_t record_type) {
     case KEPLERSHM_RECORD_ZONE_INFO: return sizeof(keplershm_zone_info);
     case KEPLERSHM_RECORD_ESTIMATE: return sizeof(keplershm_estimate);
     case KEPLERSHM_RECORD_SECTION: return sizeof(keplershm_section);
+    case KEPLERSHM_RECORD_GPU_DEVICE: return sizeof(keplershm_gpu_device);
+    case KEPLERSHM_RECORD_GPU_USAGE: return sizeof(keplershm_gpu_usage);
     case KEPLERSHM_STRUCT_HEADER: return sizeof(keplershm_header);
     case KEPLERSHM_STRUCT_SEGMENT_INFO: return sizeof(keplershm_segment_info);
     case KEPLERSHM_STRUCT_VIEW: return sizeof(keplershm_view);
@@ -341,6 +343,8 @@ int keplershm_writer_create(const char* shm_name, const keplershm_writer_opts* o
         options.zones.assign(o.zones, o.zones + o.zone_count);
         options.writer_version = o.writer_version;
         options.replace_live = o.replace_live != 0;
+        options.gpu_device_capacity = o.gpu_device_capacity;
+        options.gpu_usage_capacity = o.gpu_usage_capacity;
         *out = new keplershm_writer{Writer(shm_name, options), Draft{}};
         return KEPLERSHM_OK;
     });
@@ -372,6 +376,8 @@ int keplershm_writer_commit(keplershm_writer* writer, keplershm_draft* draft) {
         ours.string_used = theirs.string_used;
         ours.processes_wanted = theirs.processes_wanted;
         ours.estimate_count = theirs.estimate_count;
+        ours.gpu_device_count = theirs.gpu_device_count;
+        ours.gpu_usage_count = theirs.gpu_usage_count;
         writer->writer.commit(writer->draft);
         return KEPLERSHM_OK;
     });

@@ -52,6 +52,8 @@ uint32_t min_record_size(uint32_t section_id) {
     case KEPLERSHM_SECTION_STRINGS: return 1;
     case KEPLERSHM_SECTION_UNACCOUNTED: return sizeof(keplershm_unaccounted);
     case KEPLERSHM_SECTION_ESTIMATES: return sizeof(keplershm_estimate);
+    case KEPLERSHM_SECTION_GPU_DEVICES: return sizeof(keplershm_gpu_device);
+    case KEPLERSHM_SECTION_GPU_USAGE: return sizeof(keplershm_gpu_usage);
     default: return 0;
     }
 }
@@ -71,6 +73,8 @@ FrameGeometry frame_geometry(const Capacities& caps) {
     const uint64_t zones = place(uint64_t{caps.zone_capacity} * sizeof(keplershm_zone_sample));
     const uint64_t cpus = place(uint64_t{caps.cpu_capacity} * sizeof(keplershm_cpu_sample));
     const uint64_t workloads = place(uint64_t{caps.workload_capacity} * sizeof(keplershm_workload));
+    const uint64_t gpu_devices = place(uint64_t{caps.gpu_device_capacity} * sizeof(keplershm_gpu_device));
+    const uint64_t gpu_usage = place(uint64_t{caps.gpu_usage_capacity} * sizeof(keplershm_gpu_usage));
     const bool estimates_kind = caps.segment_kind == KEPLERSHM_SEGMENT_ESTIMATES;
     const uint64_t estimates = place(estimates_kind ? uint64_t{caps.process_capacity} * sizeof(keplershm_estimate) : 0);
     const uint64_t processes = place(estimates_kind ? 0 : uint64_t{caps.process_capacity} * sizeof(keplershm_process));
@@ -86,6 +90,8 @@ FrameGeometry frame_geometry(const Capacities& caps) {
     g.estimates_offset = static_cast<uint32_t>(estimates);
     g.processes_offset = static_cast<uint32_t>(processes);
     g.strings_offset = static_cast<uint32_t>(strings);
+    g.gpu_devices_offset = static_cast<uint32_t>(gpu_devices);
+    g.gpu_usage_offset = static_cast<uint32_t>(gpu_usage);
     g.frame_capacity = static_cast<uint32_t>(end);
     return g;
 }

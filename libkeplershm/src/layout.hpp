@@ -20,6 +20,8 @@ struct Capacities {
     uint32_t cpu_capacity;
     uint32_t string_capacity;
     uint32_t segment_kind;
+    uint32_t gpu_device_capacity = 0;  // 1.4: frames segments only
+    uint32_t gpu_usage_capacity = 0;
 };
 
 /// Where each section sits inside a slot's frame (writer side; readers use the directory).
@@ -32,6 +34,8 @@ struct FrameGeometry {
     uint32_t estimates_offset;
     uint32_t processes_offset;
     uint32_t strings_offset;
+    uint32_t gpu_devices_offset;
+    uint32_t gpu_usage_offset;
     uint32_t frame_capacity;  // bytes available for a frame in a slot
 };
 

@@ -41,6 +41,7 @@ std::string_view power_source_name(uint32_t power_source) noexcept {
         case KEPLERSHM_POWER_ACPI: return "acpi";
         case KEPLERSHM_POWER_REDFISH: return "redfish";
         case KEPLERSHM_POWER_PMBUS: return "pmbus";
+        case KEPLERSHM_POWER_NVML: return "nvml";
         default: return "unknown";
     }
 }
@@ -52,6 +53,15 @@ std::string_view meter_detail_name(uint32_t detail) noexcept {
         case KEPLERSHM_METER_POWER_CONTROL: return "PowerControl";
         case KEPLERSHM_METER_POWER_METER: return "PowerMeter";
         default: return "";
+    }
+}
+
+std::string_view gpu_vendor_name(uint32_t vendor) noexcept {
+    switch (vendor) {
+        case KEPLERSHM_GPU_NVIDIA: return "nvidia";
+        case KEPLERSHM_GPU_AMD: return "amd";
+        case KEPLERSHM_GPU_INTEL: return "intel";
+        default: return "unknown";
     }
 }
 

@@ -177,7 +177,9 @@ public:
                            options_.zone_capacity,
                            options_.cpu_capacity != 0 ? options_.cpu_capacity : options_.cpu_count,
                            options_.string_capacity,
-                           options_.segment_kind};
+                           options_.segment_kind,
+                           options_.segment_kind == KEPLERSHM_SEGMENT_FRAMES ? options_.gpu_device_capacity : 0,
+                           options_.segment_kind == KEPLERSHM_SEGMENT_FRAMES ? options_.gpu_usage_capacity : 0};
         if (const size_t removed = remove_stale_temporaries(name_); removed != 0 && options_.on_warning) {
             options_.on_warning(fmt::format("removed {} temporary segment(s) '{}.<generation>.tmp' left by a writer that "
                                             "died while creating them", removed, name_));
@@ -216,6 +218,10 @@ public:
         d.workload_capacity = caps_.workload_capacity;
         d.strings = reinterpret_cast<char*>(frame + geometry_.strings_offset);
         d.string_capacity = caps_.string_capacity;
+        d.gpu_devices = reinterpret_cast<keplershm_gpu_device*>(frame + geometry_.gpu_devices_offset);
+        d.gpu_device_capacity = caps_.gpu_device_capacity;
+        d.gpu_usage = reinterpret_cast<keplershm_gpu_usage*>(frame + geometry_.gpu_usage_offset);
+        d.gpu_usage_capacity = caps_.gpu_usage_capacity;
         if (caps_.segment_kind == KEPLERSHM_SEGMENT_ESTIMATES) {
             d.estimates = reinterpret_cast<keplershm_estimate*>(frame + geometry_.estimates_offset);
             d.estimate_capacity = caps_.process_capacity;
@@ -237,6 +243,8 @@ public:
         check_count(d.cpu_count, d.cpu_capacity, "cpus");
         check_count(d.string_used, d.string_capacity, "string bytes");
         check_count(d.estimate_count, d.estimate_capacity, "estimates");
+        check_count(d.gpu_device_count, d.gpu_device_capacity, "GPU devices");
+        check_count(d.gpu_usage_count, d.gpu_usage_capacity, "GPU usage records");
 
         uint8_t* frame = reinterpret_cast<uint8_t*>(d.frame);
         auto* directory = reinterpret_cast<keplershm_section*>(frame + geometry_.directory_offset);
@@ -256,6 +264,13 @@ public:
             add(KEPLERSHM_SECTION_PROCESSES, geometry_.processes_offset, d.process_count, sizeof(keplershm_process));
         }
         add(KEPLERSHM_SECTION_STRINGS, geometry_.strings_offset, d.string_used, 1);
+        // 1.4: GPU sections only in segments made to hold them, so 1.3-sized segments keep their directory.
+        if (caps_.gpu_device_capacity != 0) {
+            add(KEPLERSHM_SECTION_GPU_DEVICES, geometry_.gpu_devices_offset, d.gpu_device_count, sizeof(keplershm_gpu_device));
+        }
+        if (caps_.gpu_usage_capacity != 0) {
+            add(KEPLERSHM_SECTION_GPU_USAGE, geometry_.gpu_usage_offset, d.gpu_usage_count, sizeof(keplershm_gpu_usage));
+        }
 
         keplershm_frame& f = *d.frame;
         f.sequence = n;
@@ -399,6 +414,8 @@ private:
         h.zone_capacity = caps_.zone_capacity;
         h.cpu_capacity = caps_.cpu_capacity;
         h.string_capacity = caps_.string_capacity;
+        h.gpu_device_capacity = caps_.gpu_device_capacity;
+        h.gpu_usage_capacity = caps_.gpu_usage_capacity;
         h.max_sections = KEPLERSHM_MAX_SECTIONS;
         h.schema_offset = KEPLERSHM_HEADER_SIZE;
         h.schema_count = keplershm_schema_count;
@@ -481,6 +498,12 @@ bool Draft::add_workload(const keplershm_workload& r) noexcept { return append(r
 bool Draft::add_zone(const keplershm_zone_sample& r) noexcept { return append(raw_.zones, raw_.zone_capacity, raw_.zone_count, r); }
 bool Draft::add_cpu(const keplershm_cpu_sample& r) noexcept { return append(raw_.cpus, raw_.cpu_capacity, raw_.cpu_count, r); }
 bool Draft::add_estimate(const keplershm_estimate& r) noexcept { return append(raw_.estimates, raw_.estimate_capacity, raw_.estimate_count, r); }
+bool Draft::add_gpu_device(const keplershm_gpu_device& r) noexcept {
+    return append(raw_.gpu_devices, raw_.gpu_device_capacity, raw_.gpu_device_count, r);
+}
+bool Draft::add_gpu_usage(const keplershm_gpu_usage& r) noexcept {
+    return append(raw_.gpu_usage, raw_.gpu_usage_capacity, raw_.gpu_usage_count, r);
+}
 
 std::optional<uint32_t> Draft::add_string(std::string_view text) noexcept {
     if (raw_.strings == nullptr || text.size() > raw_.string_capacity - raw_.string_used) return std::nullopt;

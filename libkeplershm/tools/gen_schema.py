@@ -20,6 +20,8 @@ RECORDS = {
     "keplershm_zone_info": "KEPLERSHM_RECORD_ZONE_INFO",
     "keplershm_estimate": "KEPLERSHM_RECORD_ESTIMATE",
     "keplershm_section": "KEPLERSHM_RECORD_SECTION",
+    "keplershm_gpu_device": "KEPLERSHM_RECORD_GPU_DEVICE",
+    "keplershm_gpu_usage": "KEPLERSHM_RECORD_GPU_USAGE",
 }
 TYPES = {"uint32_t": "KEPLERSHM_TYPE_U32", "uint64_t": "KEPLERSHM_TYPE_U64",
          "double": "KEPLERSHM_TYPE_F64", "char": "KEPLERSHM_TYPE_CHAR"}

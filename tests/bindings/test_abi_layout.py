@@ -39,6 +39,7 @@ MIRRORS = {
     "Estimate": "keplershm_estimate", "Field": "keplershm_field", "Header": "keplershm_header",
     "ReaderOpts": "keplershm_reader_opts", "SegmentInfo": "keplershm_segment_info", "View": "keplershm_view",
     "WriterOpts": "keplershm_writer_opts", "Draft": "keplershm_draft", "RecorderOpts": "keplershm_recorder_opts",
+    "GpuDevice": "keplershm_gpu_device", "GpuUsage": "keplershm_gpu_usage",
 }
 
 # Scalar constants Python re-declares: (module, attribute, C name). Every module-level int of _abi.py is
@@ -331,7 +332,8 @@ def test_section_record_types_follow_the_header():
     """reader.SECTIONS pairs each section with the record type its records have."""
     record_of = {"processes": _abi.RECORD_PROCESS, "workloads": _abi.RECORD_WORKLOAD, "zones": _abi.RECORD_ZONE_SAMPLE,
                  "cpus": _abi.RECORD_CPU_SAMPLE, "strings": None, "unaccounted": _abi.RECORD_UNACCOUNTED,
-                 "estimates": _abi.RECORD_ESTIMATE}
+                 "estimates": _abi.RECORD_ESTIMATE, "gpu_devices": _abi.RECORD_GPU_DEVICE,
+                 "gpu_usage": _abi.RECORD_GPU_USAGE}
     assert {name: record for name, record in reader.SECTIONS.values()} == record_of
 
 

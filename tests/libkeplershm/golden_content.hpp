@@ -28,7 +28,31 @@ inline WriterOptions options() {
     set_text(o.zones[1].name, "dram-0");
     o.zones[1].kind = KEPLERSHM_ZONE_DRAM;
     o.zones[1].power_source = KEPLERSHM_POWER_RAPL;
+    o.gpu_device_capacity = 2;  // 1.4
+    o.gpu_usage_capacity = 2;
     return o;
+}
+
+/// 1.4: one GPU (its energy in zone 1, to keep the zone list of older layouts) used by process 200.
+inline void fill_gpus(Draft& d) {
+    keplershm_gpu_device g{};
+    g.zone_index = 1;
+    g.vendor = KEPLERSHM_GPU_NVIDIA;
+    g.flags = KEPLERSHM_GPU_USAGE_VALID;
+    g.parent = g.gpu_instance_id = g.compute_instance_id = 0xffffffffu;
+    g.power_limit_mw = 700'000;
+    set_text(g.uuid, "GPU-00000000-1111-2222-3333-444444444444");
+    set_text(g.name, "Golden GPU");
+    set_text(g.pci_bus_id, "00000000:17:00.0");
+    d.add_gpu_device(g);
+    keplershm_gpu_usage u{};
+    u.pid = 200;
+    u.start_time_ticks = 3000;
+    u.process_index = 0;
+    u.flags = KEPLERSHM_GPU_USE_COMPUTE | KEPLERSHM_GPU_USE_BUSY_VALID;
+    u.busy_ns = d.sequence() * 250'000'000ull;
+    u.memory_bytes = 1ull << 30;
+    d.add_gpu_usage(u);
 }
 
 inline void fill(Draft& d) {
@@ -72,6 +96,7 @@ inline void fill(Draft& d) {
         d.add_zone(z);
     }
     d.unaccounted().cpu_time_ns = 7;
+    fill_gpus(d);
 }
 
 }  // namespace keplershm::golden

@@ -51,6 +51,16 @@ void expect_golden_frame(const FrameView& view) {
     EXPECT_EQ(view.unaccounted()->cpu_time_ns, 7u);
     EXPECT_EQ(get_text(view.segment().node_name), "golden-node");
     EXPECT_EQ(get_text(view.segment().zones[1].name), "dram-0");
+    if (view.segment().abi_minor < 4) {
+        EXPECT_EQ(view.gpu_devices().size(), 0u);  // layouts before 1.4 have no GPU sections
+        return;
+    }
+    ASSERT_EQ(view.gpu_devices().size(), 1u);
+    EXPECT_EQ(get_text(view.gpu_devices()[0].uuid), "GPU-00000000-1111-2222-3333-444444444444");
+    EXPECT_EQ(view.gpu_devices()[0].power_limit_mw, 700'000u);
+    ASSERT_EQ(view.gpu_usage().size(), 1u);
+    EXPECT_EQ(view.gpu_usage()[0].pid, 200u);
+    EXPECT_EQ(view.gpu_usage()[0].busy_ns, n * 250'000'000ull);
 }
 
 std::vector<std::filesystem::path> layouts() {
@@ -60,7 +70,7 @@ std::vector<std::filesystem::path> layouts() {
 }
 
 TEST(Golden, EveryReleasedLayoutIsPresent) {
-    for (const std::string layout : {"abi-1.0", "abi-1.1", "abi-1.2", "abi-1.3"}) {
+    for (const std::string layout : {"abi-1.0", "abi-1.1", "abi-1.2", "abi-1.3", "abi-1.4"}) {
         EXPECT_TRUE(std::filesystem::exists(kGoldenRoot / layout / "segment.bin")) << layout;
         EXPECT_TRUE(std::filesystem::exists(kGoldenRoot / layout / "recording.kshmrec")) << layout;
     }

@@ -25,6 +25,7 @@ MAX_SECTIONS = 16
 # enum keplershm_record_type
 RECORD_PROCESS, RECORD_WORKLOAD, RECORD_ZONE_SAMPLE, RECORD_CPU_SAMPLE = 1, 2, 3, 4
 RECORD_UNACCOUNTED, RECORD_FRAME, RECORD_ZONE_INFO, RECORD_ESTIMATE, RECORD_SECTION = 5, 6, 7, 8, 9
+RECORD_GPU_DEVICE, RECORD_GPU_USAGE = 10, 11  # 1.4
 
 # enum keplershm_field_type
 TYPE_U32, TYPE_U64, TYPE_F64, TYPE_CHAR = 1, 2, 3, 4
@@ -82,6 +83,18 @@ class Estimate(C.Structure):
                 ("start_time_ticks", u64), ("power_watts", f64), ("energy_joules", f64), ("reserved", u64 * 3)]
 
 
+class GpuDevice(C.Structure):
+    _fields_ = [("zone_index", u32), ("vendor", u32), ("device_index", u32), ("flags", u32), ("parent", u32),
+                ("gpu_instance_id", u32), ("compute_instance_id", u32), ("reserved0", u32), ("power_limit_mw", u64),
+                ("active_ns", u64), ("memory_used_bytes", u64), ("uuid", C.c_char * 96), ("name", C.c_char * 64),
+                ("pci_bus_id", C.c_char * 32), ("reserved", u64 * 1)]
+
+
+class GpuUsage(C.Structure):
+    _fields_ = [("pid", u32), ("device", u32), ("start_time_ticks", u64), ("process_index", u32), ("flags", u32),
+                ("busy_ns", u64), ("memory_bytes", u64), ("reserved", u64 * 3)]
+
+
 class Field(C.Structure):
     _fields_ = [("name", C.c_char * 32), ("unit", C.c_char * 16), ("record_type", u16), ("type", u16),
                 ("offset", u32), ("count", u32), ("size", u32)]
@@ -101,7 +114,8 @@ class Header(C.Structure):
                 ("max_segment_bytes", u64), ("metric_mask", u64), ("cpu_count", u32), ("zone_count", u32),
                 ("clock_ticks_per_second", u32), ("reserved0", u32), ("boot_time_realtime_ns", u64),
                 ("node_name", C.c_char * 256), ("cpu_model", C.c_char * 128), ("zones", ZoneInfo * MAX_ZONES),
-                ("first_sequence", u64), ("platform_meter_id", C.c_char * 64), ("reserved1", u8 * 1144),
+                ("first_sequence", u64), ("platform_meter_id", C.c_char * 64),
+                ("gpu_device_capacity", u32), ("gpu_usage_capacity", u32), ("reserved1", u8 * 1136),
                 ("state", u32), ("reserved2", u32), ("writer_cpu_time_ns", u64), ("writer_rss_bytes", u64),
                 ("frames_truncated", u64), ("reserved3", u64 * 4),
                 ("heartbeat_ns", u64), ("heartbeat_count", u64), ("heartbeat_realtime_ns", u64),
@@ -139,7 +153,8 @@ class WriterOpts(C.Structure):
                 ("zone_capacity", u32), ("cpu_capacity", u32), ("string_capacity", u32), ("segment_kind", u32),
                 ("mode", u32), ("max_segment_bytes", u64), ("heartbeat_period_ns", u64), ("metric_mask", u64),
                 ("node_name", C.c_char_p), ("cpu_model", C.c_char_p), ("cpu_count", u32), ("zone_count", u32),
-                ("zones", C.POINTER(ZoneInfo)), ("writer_version", u32), ("replace_live", u32)]
+                ("zones", C.POINTER(ZoneInfo)), ("writer_version", u32), ("replace_live", u32),
+                ("gpu_device_capacity", u32), ("gpu_usage_capacity", u32)]
 
 
 class Draft(C.Structure):
@@ -150,7 +165,9 @@ class Draft(C.Structure):
                 ("cpus", C.c_void_p), ("cpu_capacity", u32), ("cpu_count", u32),
                 ("strings", C.c_void_p), ("string_capacity", u32), ("string_used", u32),
                 ("unaccounted", C.c_void_p), ("processes_wanted", u32), ("reserved0", u32),
-                ("estimates", C.c_void_p), ("estimate_capacity", u32), ("estimate_count", u32)]
+                ("estimates", C.c_void_p), ("estimate_capacity", u32), ("estimate_count", u32),
+                ("gpu_devices", C.c_void_p), ("gpu_device_capacity", u32), ("gpu_device_count", u32),
+                ("gpu_usage", C.c_void_p), ("gpu_usage_capacity", u32), ("gpu_usage_count", u32)]
 
 
 class RecorderOpts(C.Structure):
@@ -168,6 +185,8 @@ RECORD_MIRRORS = {
     RECORD_ZONE_INFO: ZoneInfo,
     RECORD_ESTIMATE: Estimate,
     RECORD_SECTION: Section,
+    RECORD_GPU_DEVICE: GpuDevice,
+    RECORD_GPU_USAGE: GpuUsage,
 }
 
 _SCALAR_SIZE = {TYPE_U32: 4, TYPE_U64: 8, TYPE_F64: 8, TYPE_CHAR: 1}

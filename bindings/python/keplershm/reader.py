@@ -41,6 +41,8 @@ SECTIONS = {
     5: ("strings", None),
     6: ("unaccounted", _abi.RECORD_UNACCOUNTED),
     7: ("estimates", _abi.RECORD_ESTIMATE),
+    8: ("gpu_devices", _abi.RECORD_GPU_DEVICE),  # 1.4
+    9: ("gpu_usage", _abi.RECORD_GPU_USAGE),     # 1.4
 }
 SECTION_IDS = {name: sid for sid, (name, _) in SECTIONS.items()}
 
@@ -129,6 +131,8 @@ class Frame:
     zones = property(lambda self: self._section("zones"))
     cpus = property(lambda self: self._section("cpus"))
     estimates = property(lambda self: self._section("estimates"))
+    gpu_devices = property(lambda self: self._section("gpu_devices"))  # 1.4: None from older writers
+    gpu_usage = property(lambda self: self._section("gpu_usage"))
     strings = property(lambda self: self._section("strings"))
 
     @property

@@ -346,11 +346,13 @@ def _relay_writer(name, frame, old):
     zones = [{"name": z.name, "kind": z.kind if z.kind in ZONE_KINDS.values() else "other", "socket": z.socket,
               "power_source": z.power_source, "max_energy_range_uj": z.max_energy_range_uj} for z in gen.zones]
     caps = {"processes": rows("processes", 1024), "workloads": rows("workloads", 64), "cpus": rows("cpus", 64),
-            "zones": max(len(zones), rows("zones", 1)), "strings": max(65536, 2 * len(frame.strings or b""))}
+            "zones": max(len(zones), rows("zones", 1)), "strings": max(65536, 2 * len(frame.strings or b"")),
+            "gpu_devices": rows("gpu_devices", 0), "gpu_usage": rows("gpu_usage", 0)}
     writer = Writer(name, slot_count=16, process_capacity=caps["processes"], workload_capacity=caps["workloads"],
                     zone_capacity=caps["zones"], cpu_capacity=caps["cpus"], string_capacity=caps["strings"],
                     metric_mask=gen.metric_mask, node_name=gen.node_name or None, cpu_model=gen.cpu_model or None,
-                    cpu_count=gen.cpu_count, zones=zones, replace_live=True)
+                    cpu_count=gen.cpu_count, zones=zones, replace_live=True, gpu_device_capacity=caps["gpu_devices"],
+                    gpu_usage_capacity=caps["gpu_usage"])
     return writer, caps
 
 
@@ -365,7 +367,7 @@ def _copy_records(target, source):
 
 
 _COUNT_OF = {"processes": "process_count", "workloads": "workload_count", "zones": "zone_count", "cpus": "cpu_count",
-             "estimates": "estimate_count"}
+             "estimates": "estimate_count", "gpu_devices": "gpu_device_count", "gpu_usage": "gpu_usage_count"}
 
 
 def _publish(writer, frame):
@@ -373,7 +375,7 @@ def _publish(writer, frame):
     draft = writer.begin()
     for name in _HEADER_FIELDS:
         draft.header[name] = frame.header[name]
-    for name in ("processes", "workloads", "zones", "cpus", "estimates"):
+    for name in ("processes", "workloads", "zones", "cpus", "estimates", "gpu_devices", "gpu_usage"):
         records = getattr(frame, name)
         if records is None or getattr(draft, name) is None:
             continue

@@ -41,11 +41,14 @@ class Draft:
         self.zones = array(raw.zones, _abi.RECORD_ZONE_SAMPLE, raw.zone_capacity)
         self.cpus = array(raw.cpus, _abi.RECORD_CPU_SAMPLE, raw.cpu_capacity)
         self.estimates = array(raw.estimates, _abi.RECORD_ESTIMATE, raw.estimate_capacity)
+        self.gpu_devices = array(raw.gpu_devices, _abi.RECORD_GPU_DEVICE, raw.gpu_device_capacity)
+        self.gpu_usage = array(raw.gpu_usage, _abi.RECORD_GPU_USAGE, raw.gpu_usage_capacity)
         self.unaccounted = array(raw.unaccounted, _abi.RECORD_UNACCOUNTED, 1)[0]
         self.strings = (np.frombuffer((C.c_uint8 * raw.string_capacity).from_address(raw.strings), dtype=np.uint8)
                         if raw.strings and raw.string_capacity else None)
         self.process_count = self.workload_count = self.zone_count = self.cpu_count = 0
         self.estimate_count = self.string_used = self.processes_wanted = 0
+        self.gpu_device_count = self.gpu_usage_count = 0
 
 
 class Writer:
@@ -58,7 +61,7 @@ class Writer:
     def __init__(self, shm_name, *, slot_count=8, process_capacity=256, workload_capacity=16, zone_capacity=8,
                  cpu_capacity=0, string_capacity=4096, metric_mask=0, node_name=None, cpu_model=None, cpu_count=0,
                  zones=(), segment_kind=SEGMENT_FRAMES, replace_live=False, heartbeat_period_s=1.0,
-                 max_segment_bytes=0, mode=0o600):
+                 max_segment_bytes=0, mode=0o600, gpu_device_capacity=0, gpu_usage_capacity=0):
         if np is None:
             raise RuntimeError("the Python writer needs numpy (python3-numpy)")
         zone_array = (_abi.ZoneInfo * max(len(zones), 1))()
@@ -75,7 +78,8 @@ class Writer:
             string_capacity=string_capacity, segment_kind=segment_kind, mode=mode, max_segment_bytes=max_segment_bytes,
             heartbeat_period_ns=int(heartbeat_period_s * 1e9), metric_mask=metric_mask, node_name=self._keep[0],
             cpu_model=self._keep[1], cpu_count=cpu_count, zone_count=len(zones),
-            zones=C.cast(zone_array, C.POINTER(_abi.ZoneInfo)), writer_version=0, replace_live=1 if replace_live else 0)
+            zones=C.cast(zone_array, C.POINTER(_abi.ZoneInfo)), writer_version=0, replace_live=1 if replace_live else 0,
+            gpu_device_capacity=gpu_device_capacity, gpu_usage_capacity=gpu_usage_capacity)
         self.name = shm_name
         self._pointer = C.c_void_p()
         check(lib.keplershm_writer_create(shm_name.encode(), C.byref(opts), C.byref(self._pointer)),
@@ -99,6 +103,7 @@ class Writer:
         raw.process_count, raw.workload_count, raw.zone_count = draft.process_count, draft.workload_count, draft.zone_count
         raw.cpu_count, raw.string_used, raw.estimate_count = draft.cpu_count, draft.string_used, draft.estimate_count
         raw.processes_wanted = draft.processes_wanted
+        raw.gpu_device_count, raw.gpu_usage_count = draft.gpu_device_count, draft.gpu_usage_count
         check(lib.keplershm_writer_commit(self._h(), C.byref(raw)), "commit frame on '%s'" % self.name)
         return draft.sequence
 

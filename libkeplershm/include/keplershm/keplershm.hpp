@@ -94,6 +94,9 @@ public:
     [[nodiscard]] Records<keplershm_zone_sample> zones() const { return section<keplershm_zone_sample>(KEPLERSHM_SECTION_ZONES); }
     [[nodiscard]] Records<keplershm_cpu_sample> cpus() const { return section<keplershm_cpu_sample>(KEPLERSHM_SECTION_CPUS); }
     [[nodiscard]] Records<keplershm_estimate> estimates() const { return section<keplershm_estimate>(KEPLERSHM_SECTION_ESTIMATES); }
+    /// 1.4: the node's GPUs and MIG instances, and per-process GPU use (empty from older writers).
+    [[nodiscard]] Records<keplershm_gpu_device> gpu_devices() const { return section<keplershm_gpu_device>(KEPLERSHM_SECTION_GPU_DEVICES); }
+    [[nodiscard]] Records<keplershm_gpu_usage> gpu_usage() const { return section<keplershm_gpu_usage>(KEPLERSHM_SECTION_GPU_USAGE); }
     /// The unaccounted record, or nullptr when the frame has none.
     [[nodiscard]] const keplershm_unaccounted* unaccounted() const;
     /// Text from the STRINGS section; empty when the range is out of bounds.
@@ -151,12 +154,15 @@ struct ProcessKeyHash {
 /// Kepler's `hypervisor` label of a VM's runtime: "kvm" (libvirt, QEMU, Firecracker, Cloud Hypervisor),
 /// "xen", "virtualbox", "vmware", else "unknown".
 [[nodiscard]] std::string_view hypervisor_name(uint32_t runtime) noexcept;
-/// The name of an enum keplershm_power_source value ("rapl", "hwmon", "acpi", "redfish", "pmbus");
+/// The name of an enum keplershm_power_source value ("rapl", "hwmon", "acpi", "redfish", "pmbus", "nvml");
 /// "unknown" for 0 and for values of newer minors.
 [[nodiscard]] std::string_view power_source_name(uint32_t power_source) noexcept;
 /// Kepler 0.11's `source_type` of an enum keplershm_meter_detail value ("PowerSupply", "PowerControl",
 /// "PowerMeter"); "" when not said.
 [[nodiscard]] std::string_view meter_detail_name(uint32_t detail) noexcept;
+/// Kepler 0.11's `vendor` label of an enum keplershm_gpu_vendor value ("nvidia", "amd", "intel"); "unknown"
+/// for 0 and for values of newer minors.
+[[nodiscard]] std::string_view gpu_vendor_name(uint32_t vendor) noexcept;
 
 /// Segment names: 1 to kMaxSegmentName characters of [A-Za-z0-9._-], not starting with '.' (a file in
 /// /dev/shm that no path trick can leave).
@@ -188,6 +194,8 @@ struct WriterOptions {
     std::string platform_meter_id;  // 1.3: the node's BMC, when a zone's power_source is REDFISH
     uint32_t writer_version = 0;
     bool replace_live = false;  // take the name even from a live writer
+    uint32_t gpu_device_capacity = 0;  // 1.4: GPU_DEVICES records per frame (0: frames carry no GPU sections)
+    uint32_t gpu_usage_capacity = 0;   // 1.4: GPU_USAGE records per frame
     /// Told when something degrades without failing a call (e.g. growth refused for lack of room), and
     /// before the writer watches a predecessor's heartbeat (up to its timeout) to learn whether it lives.
     std::function<void(const std::string&)> on_warning;
@@ -207,6 +215,8 @@ public:
     bool add_zone(const keplershm_zone_sample& record) noexcept;
     bool add_cpu(const keplershm_cpu_sample& record) noexcept;
     bool add_estimate(const keplershm_estimate& record) noexcept;
+    bool add_gpu_device(const keplershm_gpu_device& record) noexcept;
+    bool add_gpu_usage(const keplershm_gpu_usage& record) noexcept;
     /// Appends text to the STRINGS section; returns its offset, or nullopt when it does not fit.
     std::optional<uint32_t> add_string(std::string_view text) noexcept;
     [[nodiscard]] keplershm_unaccounted& unaccounted() noexcept { return *raw_.unaccounted; }
