@@ -121,6 +121,8 @@ keplershm::WriterOptions writer_options(const CollectorOptions& o, const Process
     w.cpu_count = online_cpus();
     w.zones = meter.zone_infos();  // zones belong to the header: discovered before the writer exists
     w.platform_meter_id = meter.platform_meter_id();
+    w.gpu_device_capacity = static_cast<uint32_t>(meter.gpu_device_count());  // 0: frames carry no GPU sections
+    w.gpu_usage_capacity = w.gpu_device_capacity != 0 ? o.gpu_usage_capacity : 0;
     w.writer_version = kWriterVersion;
     w.replace_live = o.replace_live;
     return w;
@@ -157,6 +159,14 @@ EnergyMeter discover_meter(const CollectorOptions& o, const std::string& node) {
             meter.set_platform_meter_id(bmc->id);
         } catch (const std::exception& e) {
             log_error("energy: no platform power from BMC {} this run: {}", bmc->id, e.what());
+        }
+    }
+    if (o.gpu != "off") {
+        std::string why;
+        if (std::unique_ptr<GpuSource> gpus = make_nvml_source(NvmlSettings{o.nvml_library}, why)) {
+            meter.add_gpu_source(std::move(gpus));
+        } else {
+            log_info("energy: no NVIDIA GPU zones: {}", why);
         }
     }
     for (const std::string& p : meter.problems()) log_warn("energy: {}", p);
@@ -197,6 +207,7 @@ public:
         // The process boundary is the interval's end; the realtime end is the same instant.
         const IntervalEdge end{sample.read_time_ns, sample.read_time_ns + (realtime_now_ns() - monotonic_now_ns())};
         const std::vector<keplershm_zone_sample> zones = meter_.read(end.monotonic_ns);
+        meter_.read_gpus(gpu_devices_, gpu_usage_, end.monotonic_ns);
         const std::vector<std::shared_ptr<const CgroupWorkload>> workloads = resolve_workloads(sample);
         const std::shared_ptr<const PodIndex> pods = metadata_ ? metadata_->snapshot() : nullptr;
 
@@ -215,6 +226,8 @@ public:
         in.node_cpu = sample.node_cpu ? &*sample.node_cpu : nullptr;
         in.zones = &zones;
         in.pods = pods.get();
+        in.gpu_devices = &gpu_devices_;
+        in.gpu_usage = &gpu_usage_;
         keplershm::Draft draft = writer.begin();
         const FrameSummary summary = build_frame(draft, in);
         writer.commit(draft);
@@ -251,6 +264,8 @@ private:
     std::unique_ptr<ProcessSource> source_;
     IntervalEdge edge_;
     EnergyMeter meter_;
+    std::vector<keplershm_gpu_device> gpu_devices_;  // this interval's, reused across frames
+    std::vector<GpuProcessUse> gpu_usage_;
     std::unique_ptr<KubeMetadata> metadata_;
     WorkloadResolver resolver_;
 };

@@ -118,6 +118,15 @@ void add_kube_options(CLI::App& app, CollectorOptions& o, TextOptions& text) {
     app.add_option("--metadata-refresh", text.refresh, "Pod list refresh period")->capture_default_str();
 }
 
+void add_gpu_options(CLI::App& app, CollectorOptions& o) {
+    app.add_option("--gpu", o.gpu, "GPUs as energy zones, with their per-process use: auto (NVIDIA through NVML when "
+                   "its library loads) or off")->check(CLI::IsMember({"auto", "off"}))->capture_default_str();
+    app.add_option("--nvml-library", o.nvml_library, "NVML to load: a path, or a name the dynamic loader searches")
+        ->capture_default_str();
+    app.add_option("--gpu-usage-capacity", o.gpu_usage_capacity, "(process, GPU) records a frame holds")
+        ->check(CLI::Range(1u, 1u << 20))->capture_default_str();
+}
+
 void add_redfish_options(CLI::App& app, CollectorOptions& o, TextOptions& text) {
     app.add_option("--redfish-config", o.redfish_config,
                    "Platform power from the BMC: Kepler's BMC configuration as JSON (nodes: node → BMC id; bmcs: endpoint, "
@@ -188,6 +197,7 @@ std::optional<CollectorOptions> parse_command_line(int argc, char** argv, int& e
     add_bpf_options(app, o);
     add_kube_options(app, o, text);
     add_redfish_options(app, o, text);
+    add_gpu_options(app, o);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "energy/energy_source.hpp"
+#include "energy/gpu/gpu_source.hpp"
 #include "keplershm.h"
 
 namespace kepler::collect {
@@ -50,6 +51,10 @@ public:
     /// Adds a source's zones after those already there (as many as the segment holds; the rest are
     /// named in notes()). Before the writer exists: zones belong to the header.
     void add_source(std::unique_ptr<EnergySource> source);
+    /// Adds a GPU source: its zones as add_source() does, its devices and their users in every frame.
+    void add_gpu_source(std::unique_ptr<GpuSource> source);
+    /// GPU device records each frame holds (the writer's gpu_device_capacity).
+    [[nodiscard]] size_t gpu_device_count() const noexcept;
 
     /// Header entries, in zone_index order (WriterOptions.zones).
     [[nodiscard]] std::vector<keplershm_zone_info> zone_infos() const;
@@ -68,13 +73,23 @@ public:
     std::vector<keplershm_zone_sample> read(uint64_t frame_end_ns);
     /// read() for an interval that ends now.
     std::vector<keplershm_zone_sample> read();
+    /// The GPU devices' state and users for the interval ending at `frame_end_ns`, after read(): zone
+    /// indexes, parents and devices in the frame's numbering (a device whose zone did not fit has none).
+    void read_gpus(std::vector<keplershm_gpu_device>& devices, std::vector<GpuProcessUse>& uses, uint64_t frame_end_ns);
 
 private:
     struct Source {
         std::unique_ptr<EnergySource> source;
         size_t zones = 0;  // how many of its zones the segment holds (its first ones)
     };
+    struct Gpus {
+        GpuSource* source = nullptr;  // owned by sources_
+        uint32_t first_zone = 0;      // its zones' place in the segment
+        uint32_t zones = 0;           // how many of them the segment holds
+    };
     std::vector<Source> sources_;
+    std::vector<Gpus> gpus_;
+    std::vector<GpuProcessUse> gpu_scratch_;
     size_t zone_count_ = 0;
     std::string platform_meter_id_;
     std::vector<std::string> problems_;

@@ -38,6 +38,40 @@ void EnergyMeter::add_source(std::unique_ptr<EnergySource> source) {
     sources_.back().source->read(baseline, monotonic_now_ns());
 }
 
+void EnergyMeter::add_gpu_source(std::unique_ptr<GpuSource> source) {
+    GpuSource* gpu = source.get();
+    const size_t before = zone_count_;
+    add_source(std::move(source));
+    if (zone_count_ == before) return;  // no room for any of its zones
+    gpus_.push_back(Gpus{gpu, static_cast<uint32_t>(before), static_cast<uint32_t>(zone_count_ - before)});
+}
+
+size_t EnergyMeter::gpu_device_count() const noexcept {
+    size_t n = 0;
+    for (const Gpus& g : gpus_) n += g.source->devices().size();
+    return n;
+}
+
+void EnergyMeter::read_gpus(std::vector<keplershm_gpu_device>& devices, std::vector<GpuProcessUse>& uses,
+                            uint64_t frame_end_ns) {
+    constexpr uint32_t kNone = 0xffffffffu;
+    devices.clear();
+    uses.clear();
+    for (const Gpus& g : gpus_) {
+        const auto first_device = static_cast<uint32_t>(devices.size());
+        g.source->read_usage(gpu_scratch_, frame_end_ns);
+        for (keplershm_gpu_device d : g.source->devices()) {
+            d.zone_index = d.zone_index < g.zones ? g.first_zone + d.zone_index : kNone;
+            if (d.parent != kNone) d.parent += first_device;
+            devices.push_back(d);
+        }
+        for (GpuProcessUse use : gpu_scratch_) {
+            use.device += first_device;
+            uses.push_back(use);
+        }
+    }
+}
+
 std::vector<keplershm_zone_info> EnergyMeter::zone_infos() const {
     std::vector<keplershm_zone_info> infos;
     for (const Source& s : sources_) {

@@ -158,6 +158,31 @@ PublishedTime add_processes(keplershm::Draft& draft, const FrameInputs& in, Fram
 
 }  // namespace
 
+/// GPU devices as given, and each use with its process resolved against the processes this frame
+/// published (a GPU user left out for capacity, or not seen by the source, keeps its pid only).
+void add_gpus(keplershm::Draft& draft, const FrameInputs& in) {
+    if (in.gpu_devices == nullptr) return;
+    for (const keplershm_gpu_device& d : *in.gpu_devices) draft.add_gpu_device(d);
+    if (in.gpu_usage == nullptr || in.gpu_usage->empty()) return;
+    std::unordered_map<uint32_t, uint32_t> index_of_pid;
+    const keplershm_draft& raw = draft.raw();
+    for (uint32_t i = 0; i < raw.process_count; ++i) index_of_pid.emplace(raw.processes[i].pid, i);
+    for (const GpuProcessUse& use : *in.gpu_usage) {
+        keplershm_gpu_usage r{};
+        r.pid = use.pid;
+        r.device = use.device;
+        r.flags = use.flags;
+        r.busy_ns = use.busy_ns;
+        r.memory_bytes = use.memory_bytes;
+        r.process_index = 0xffffffffu;  // not in this frame (PROTOCOL.md §6.1)
+        if (const auto it = index_of_pid.find(use.pid); it != index_of_pid.end()) {
+            r.process_index = it->second;
+            r.start_time_ticks = raw.processes[it->second].start_time_ticks;
+        }
+        if (!draft.add_gpu_usage(r)) break;  // over capacity: the rest are not published
+    }
+}
+
 FrameSummary build_frame(keplershm::Draft& draft, const FrameInputs& in) {
     FrameSummary summary;
     keplershm_frame& f = draft.frame();
@@ -172,6 +197,7 @@ FrameSummary build_frame(keplershm::Draft& draft, const FrameInputs& in) {
             if (z.flags & KEPLERSHM_ZONE_VALID) mask |= KEPLERSHM_METRIC_ENERGY;
         }
     }
+    add_gpus(draft, in);
     keplershm_unaccounted& u = draft.unaccounted();
     u.truncated_processes = summary.processes_truncated;
     u.truncated_cpu_time_ns = time.truncated_ns;

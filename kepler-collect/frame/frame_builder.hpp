@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "energy/gpu/gpu_source.hpp"
 #include "keplershm/keplershm.hpp"
 #include "sources/process_source.hpp"
 #include "workloads/kube_metadata.hpp"
@@ -28,6 +29,8 @@ struct FrameInputs {
     const NodeCpuSample* node_cpu = nullptr;  // nullptr: the source measured no node CPU time
     const std::vector<keplershm_zone_sample>* zones = nullptr;
     const PodIndex* pods = nullptr;           // nullptr: no Kubernetes metadata
+    const std::vector<keplershm_gpu_device>* gpu_devices = nullptr;  // nullptr: no GPU source
+    const std::vector<GpuProcessUse>* gpu_usage = nullptr;           // devices index gpu_devices
 };
 
 struct FrameSummary {

@@ -59,6 +59,11 @@ struct CollectorOptions {
     std::chrono::milliseconds redfish_timeout = std::chrono::seconds(5);
     std::chrono::milliseconds redfish_max_age = std::chrono::seconds(10);
 
+    // GPUs: NVIDIA through NVML, loaded at run time (a node without it simply has no NVIDIA zones).
+    std::string gpu = "auto";                       // auto | off
+    std::string nvml_library = "libnvidia-ml.so.1";  // a path, or a name the dynamic loader searches
+    uint32_t gpu_usage_capacity = 4096;             // GPU_USAGE records per frame ((process, device) pairs)
+
     std::string log_level = "info";
 };
 

@@ -1,0 +1,46 @@
+// gpu_source.hpp — GPUs as energy sources: each GPU is a zone of kind GPU (its energy), and the source also
+// knows its devices (frame section GPU_DEVICES) and which processes used each one in the interval
+// (GPU_USAGE). NVIDIA GPUs are read through NVML (nvml_source.cpp).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "energy/energy_source.hpp"
+#include "keplershm.h"
+
+namespace kepler::collect {
+
+/// One process's use of one device in an interval, before the frame resolves the process.
+struct GpuProcessUse {
+    uint32_t pid = 0;
+    uint32_t device = 0;  // index into the source's devices()
+    uint64_t busy_ns = 0;
+    uint64_t memory_bytes = 0;
+    uint32_t flags = 0;   // enum keplershm_gpu_usage_flag
+};
+
+/// A source of GPU zones that also lists its devices and their users.
+class GpuSource : public EnergySource {
+public:
+    /// The devices as the frame publishes them (facts fixed at discovery; flags, memory and active time of
+    /// the last read_usage()). zone_index counts within this source's zones(); parent within devices().
+    [[nodiscard]] virtual const std::vector<keplershm_gpu_device>& devices() const noexcept = 0;
+    /// Who used each device since the previous call, for the interval that ends at `frame_end_ns`
+    /// (CLOCK_MONOTONIC); refreshes the devices' per-interval state. Called once per frame, after read().
+    virtual void read_usage(std::vector<GpuProcessUse>& out, uint64_t frame_end_ns) = 0;
+};
+
+struct NvmlSettings {
+    std::string library = "libnvidia-ml.so.1";  // a path, or a name the dynamic loader searches
+};
+
+/// NVIDIA GPUs through NVML, or nullopt (with `why` set to one line for the log) when there is no usable
+/// library, driver or GPU. Never throws for a node without NVIDIA hardware.
+[[nodiscard]] std::unique_ptr<GpuSource> make_nvml_source(const NvmlSettings& settings, std::string& why);
+
+}  // namespace kepler::collect

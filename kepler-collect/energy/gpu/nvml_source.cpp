@@ -1,0 +1,390 @@
+// NVIDIA GPUs through NVML: one GPU zone per physical GPU, its energy from the driver's own counter
+// (nvmlDeviceGetTotalEnergyConsumption, mJ since the driver loaded), or where a GPU has none, its power
+// integrated between the collector's reads (flagged INTEGRATED). Per process: the running compute and
+// graphics processes with their memory, and SM time from the driver's utilization samples since the last
+// read. MIG instances are devices of their own (their processes; the driver keeps no utilization samples
+// for them). A GPU that is lost, a driver that restarts its counter, or any NVML error makes that GPU's
+// interval invalid and nothing else: counters never step back and the collector keeps running.
+#include <time.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "common/text_io.hpp"
+#include "energy/gpu/gpu_source.hpp"
+#include "energy/gpu/nvml_library.hpp"
+#include "keplershm/keplershm.hpp"
+#include "support/log/log.hpp"
+
+namespace kepler::collect {
+
+namespace {
+
+constexpr uint32_t kNone = 0xffffffffu;
+// A GPU reading above this is a broken counter or driver, not a GPU (the largest boards draw ~1.2 kW).
+constexpr double kMaxPlausibleWatts = 5000;
+// Longest span one utilization sample may stand for: the driver samples several times a second.
+constexpr uint64_t kMaxSamplePeriodUs = 2'000'000;
+constexpr unsigned kMaxListed = 65536;  // processes or samples one call may return
+
+void set_flag(uint32_t& flags, uint32_t flag, bool on) { flags = on ? (flags | flag) : (flags & ~flag); }
+
+uint64_t realtime_us() {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000ull + static_cast<uint64_t>(ts.tv_nsec) / 1000;
+}
+
+struct Gpu {
+    nvml::Device handle = nullptr;
+    uint32_t zone = 0;    // index into zones_
+    uint32_t record = 0;  // index into devices_
+    bool counter = true;  // energy counter, else power integration
+    bool have_last = false;
+    uint64_t last_value = 0;  // mJ (counter) or mW (power)
+    uint64_t last_read_ns = 0;
+    uint64_t total_uj = 0;
+    uint64_t last_seen_us = 0;  // newest utilization sample taken
+    nvml::Return last_error = nvml::kSuccess;
+    std::vector<std::pair<nvml::Device, uint32_t>> migs;  // MIG handle, its record
+};
+
+class NvmlSource final : public GpuSource {
+public:
+    explicit NvmlSource(std::unique_ptr<nvml::Library> lib) : lib_(std::move(lib)) {}
+
+    /// Finds the GPUs; notes what was left out in `notes`.
+    void discover(std::vector<std::string>& notes);
+    [[nodiscard]] bool empty() const noexcept { return gpus_.empty(); }
+
+    std::string describe() const override { return "nvml"; }
+    const std::vector<keplershm_zone_info>& zones() const noexcept override { return zones_; }
+    const std::vector<keplershm_gpu_device>& devices() const noexcept override { return devices_; }
+
+    void read(std::span<keplershm_zone_sample> samples, uint64_t /*frame_end_ns: read now*/) override {
+        for (size_t i = 0; i < gpus_.size() && i < samples.size(); ++i) read_energy(gpus_[i], samples[gpus_[i].zone]);
+    }
+
+    void read_usage(std::vector<GpuProcessUse>& out, uint64_t /*frame_end_ns*/) override {
+        out.clear();
+        for (Gpu& gpu : gpus_) {
+            if (devices_[gpu.record].flags & KEPLERSHM_GPU_LOST) continue;
+            if (gpu.migs.empty()) {
+                read_gpu_usage(gpu, out);
+            } else {
+                uint64_t memory = 0;
+                for (const auto& [handle, record] : gpu.migs) memory += read_processes(handle, record, out);
+                devices_[gpu.record].memory_used_bytes = memory;
+            }
+        }
+    }
+
+private:
+    void add_gpu(unsigned index, nvml::Device handle, std::vector<std::string>& notes);
+    void add_migs(Gpu& gpu);
+    void read_energy(Gpu& gpu, keplershm_zone_sample& sample);
+    bool failed(Gpu& gpu, nvml::Return rc, const char* call);
+    void read_gpu_usage(Gpu& gpu, std::vector<GpuProcessUse>& out);
+    uint64_t read_processes(nvml::Device handle, uint32_t record, std::vector<GpuProcessUse>& out);
+    bool list_processes(nvml::DeviceGetProcessesFn call, nvml::Device handle);
+    std::map<uint32_t, uint64_t> sm_busy_ns(Gpu& gpu, bool& measured);
+
+    std::unique_ptr<nvml::Library> lib_;
+    std::vector<keplershm_zone_info> zones_;
+    std::vector<keplershm_gpu_device> devices_;
+    std::vector<Gpu> gpus_;
+    std::vector<nvml::ProcessInfo> processes_;             // scratch of list_processes
+    std::vector<nvml::ProcessUtilizationSample> samples_;  // scratch of sm_busy_ns
+};
+
+void NvmlSource::discover(std::vector<std::string>& notes) {
+    unsigned count = 0;
+    if (const nvml::Return rc = lib_->device_count(&count); rc != nvml::kSuccess) {
+        notes.push_back(fmt::format("nvmlDeviceGetCount_v2: {}", lib_->describe(rc)));
+        return;
+    }
+    for (unsigned i = 0; i < count && zones_.size() < KEPLERSHM_MAX_ZONES; ++i) {
+        nvml::Device handle = nullptr;
+        if (const nvml::Return rc = lib_->handle_by_index(i, &handle); rc != nvml::kSuccess) {
+            notes.push_back(fmt::format("GPU {}: no handle: {}", i, lib_->describe(rc)));
+            continue;
+        }
+        add_gpu(i, handle, notes);
+    }
+}
+
+void NvmlSource::add_gpu(unsigned index, nvml::Device handle, std::vector<std::string>& notes) {
+    Gpu gpu;
+    gpu.handle = handle;
+    unsigned long long mj = 0;
+    unsigned mw = 0;
+    if (lib_->total_energy != nullptr && lib_->total_energy(handle, &mj) == nvml::kSuccess) {
+        gpu.counter = true;
+    } else if (lib_->power_usage != nullptr && lib_->power_usage(handle, &mw) == nvml::kSuccess) {
+        gpu.counter = false;
+        notes.push_back(fmt::format("GPU {}: no energy counter (older GPU or driver): its power is integrated", index));
+    } else {
+        notes.push_back(fmt::format("GPU {}: neither its energy nor its power can be read: left out", index));
+        return;
+    }
+    keplershm_zone_info zone{};
+    keplershm::set_text(zone.name, fmt::format("gpu-{}", index));
+    zone.kind = KEPLERSHM_ZONE_GPU;
+    zone.socket = index;
+    zone.power_source = KEPLERSHM_POWER_NVML;
+    gpu.zone = static_cast<uint32_t>(zones_.size());
+    zones_.push_back(zone);
+
+    keplershm_gpu_device d{};
+    d.zone_index = gpu.zone;
+    d.vendor = KEPLERSHM_GPU_NVIDIA;
+    d.device_index = index;
+    d.parent = d.gpu_instance_id = d.compute_instance_id = kNone;
+    char text[nvml::kUuidBufferSize] = {};
+    if (lib_->uuid != nullptr && lib_->uuid(handle, text, sizeof text) == nvml::kSuccess) keplershm::set_text(d.uuid, text);
+    std::memset(text, 0, sizeof text);
+    if (lib_->name != nullptr && lib_->name(handle, text, sizeof text) == nvml::kSuccess) keplershm::set_text(d.name, text);
+    nvml::PciInfo pci{};
+    if (lib_->pci_info != nullptr && lib_->pci_info(handle, &pci) == nvml::kSuccess) {
+        keplershm::set_text(d.pci_bus_id, std::string_view(pci.busId, strnlen(pci.busId, sizeof pci.busId)));
+    }
+    unsigned limit_mw = 0;
+    if (lib_->power_limit != nullptr && lib_->power_limit(handle, &limit_mw) == nvml::kSuccess) d.power_limit_mw = limit_mw;
+    unsigned current = 0, pending = 0;
+    if (lib_->mig_mode != nullptr && lib_->mig_mode(handle, &current, &pending) == nvml::kSuccess &&
+        current == nvml::kMigEnabled) {
+        d.flags |= KEPLERSHM_GPU_MIG_ENABLED;
+    }
+    gpu.record = static_cast<uint32_t>(devices_.size());
+    devices_.push_back(d);
+    if (d.flags & KEPLERSHM_GPU_MIG_ENABLED) add_migs(gpu);
+    gpus_.push_back(std::move(gpu));
+}
+
+/// A MIG-enabled GPU's instances, each a device record after its GPU (the layout at start-up: MIG
+/// instances made later appear at the collector's next start, as the segment's devices are fixed).
+void NvmlSource::add_migs(Gpu& gpu) {
+    unsigned slots = 0;
+    if (lib_->max_mig_devices == nullptr || lib_->mig_handle == nullptr ||
+        lib_->max_mig_devices(gpu.handle, &slots) != nvml::kSuccess) {
+        return;
+    }
+    for (unsigned m = 0; m < std::min(slots, 64u); ++m) {
+        nvml::Device mig = nullptr;
+        if (lib_->mig_handle(gpu.handle, m, &mig) != nvml::kSuccess) continue;
+        keplershm_gpu_device d = devices_[gpu.record];
+        d.flags = KEPLERSHM_GPU_MIG_INSTANCE;
+        d.parent = gpu.record;
+        std::memset(d.uuid, 0, sizeof d.uuid);
+        char text[nvml::kUuidBufferSize] = {};
+        if (lib_->uuid != nullptr && lib_->uuid(mig, text, sizeof text) == nvml::kSuccess) keplershm::set_text(d.uuid, text);
+        unsigned id = kNone;
+        if (lib_->gpu_instance_id != nullptr && lib_->gpu_instance_id(mig, &id) == nvml::kSuccess) d.gpu_instance_id = id;
+        if (lib_->compute_instance_id != nullptr && lib_->compute_instance_id(mig, &id) == nvml::kSuccess) {
+            d.compute_instance_id = id;
+        }
+        d.power_limit_mw = 0;  // the GPU's limit, not the instance's
+        gpu.migs.emplace_back(mig, static_cast<uint32_t>(devices_.size()));
+        devices_.push_back(d);
+    }
+}
+
+/// An NVML call failed for this GPU: the interval is invalid and the next good reading is a new baseline
+/// (the energy of the gap is not known). Said once per change of error, not every interval.
+bool NvmlSource::failed(Gpu& gpu, nvml::Return rc, const char* call) {
+    keplershm_gpu_device& d = devices_[gpu.record];
+    const bool lost = rc == nvml::kErrorGpuIsLost;
+    for (const auto& [handle, record] : gpu.migs) set_flag(devices_[record].flags, KEPLERSHM_GPU_LOST, lost);
+    set_flag(d.flags, KEPLERSHM_GPU_LOST, lost);
+    if (rc == nvml::kSuccess) {
+        if (gpu.last_error != nvml::kSuccess) log_info("GPU {}: readable again", d.device_index);
+        gpu.last_error = rc;
+        return false;
+    }
+    if (rc != gpu.last_error) log_warn("GPU {} ({}): {}: {}", d.device_index, keplershm::get_text(d.uuid), call, lib_->describe(rc));
+    gpu.last_error = rc;
+    gpu.have_last = false;
+    return true;
+}
+
+void NvmlSource::read_energy(Gpu& gpu, keplershm_zone_sample& sample) {
+    unsigned long long value = 0;
+    nvml::Return rc = nvml::kSuccess;
+    if (gpu.counter) {
+        rc = lib_->total_energy(gpu.handle, &value);
+    } else {
+        unsigned mw = 0;
+        rc = lib_->power_usage(gpu.handle, &mw);
+        value = mw;
+    }
+    const uint64_t now = monotonic_now_ns();
+    sample.read_time_ns = now;
+    sample.energy_total_uj = gpu.total_uj;
+    if (failed(gpu, rc, gpu.counter ? "nvmlDeviceGetTotalEnergyConsumption" : "nvmlDeviceGetPowerUsage")) return;
+    const bool baseline = !gpu.have_last;
+    const uint64_t last = gpu.last_value;
+    const double seconds = static_cast<double>(now - gpu.last_read_ns) / 1e9;
+    gpu.have_last = true;
+    gpu.last_value = value;
+    gpu.last_read_ns = now;
+    if (baseline) return;  // first reading, or first after a failure: a baseline, not yet a delta
+    double delta_uj = 0;
+    if (gpu.counter) {
+        if (value < last) {  // the driver reloaded and its counter started over: this interval is unknown
+            log_warn("GPU {}: energy counter went back from {} to {} mJ (driver reloaded): interval left out",
+                     devices_[gpu.record].device_index, last, value);
+            return;
+        }
+        delta_uj = static_cast<double>(value - last) * 1000.0;
+    } else {
+        delta_uj = (static_cast<double>(last) + static_cast<double>(value)) / 2.0 * 1000.0 * seconds;  // mW·s → µJ
+    }
+    if (seconds <= 0 || delta_uj / 1e6 / seconds > kMaxPlausibleWatts) {
+        log_warn("GPU {}: implausible reading ({:.0f} J in {:.3f} s): interval left out", devices_[gpu.record].device_index,
+                 delta_uj / 1e6, seconds);
+        return;
+    }
+    sample.energy_delta_uj = static_cast<uint64_t>(delta_uj);
+    sample.flags = KEPLERSHM_ZONE_VALID | (gpu.counter ? 0u : uint32_t{KEPLERSHM_ZONE_INTEGRATED});
+    gpu.total_uj += sample.energy_delta_uj;
+    sample.energy_total_uj = gpu.total_uj;
+}
+
+/// Fills processes_ from one of the *RunningProcesses_v3 calls (its two-call size protocol); false when
+/// the call is missing or failed.
+bool NvmlSource::list_processes(nvml::DeviceGetProcessesFn call, nvml::Device handle) {
+    processes_.clear();
+    if (call == nullptr) return false;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        unsigned count = static_cast<unsigned>(processes_.capacity() == 0 ? 64 : processes_.capacity());
+        processes_.resize(count);
+        const nvml::Return rc = call(handle, &count, processes_.data());
+        if (rc == nvml::kSuccess) {
+            processes_.resize(std::min<size_t>(count, processes_.size()));
+            return true;
+        }
+        processes_.clear();
+        if (rc != nvml::kErrorInsufficientSize || count > kMaxListed) return false;
+        processes_.reserve(count + count / 4 + 8);  // more may start between the two calls
+    }
+    return false;
+}
+
+/// The running processes of a device (a GPU outside MIG, or a MIG instance) into `out`, each flagged
+/// compute/graphics with its memory; returns the memory they hold. Sets the record's USAGE_VALID when the
+/// driver answered.
+uint64_t NvmlSource::read_processes(nvml::Device handle, uint32_t record, std::vector<GpuProcessUse>& out) {
+    std::map<uint32_t, GpuProcessUse> users;
+    bool answered = false;
+    for (const auto& [call, flag] : {std::pair{lib_->compute_processes, KEPLERSHM_GPU_USE_COMPUTE},
+                                     std::pair{lib_->graphics_processes, KEPLERSHM_GPU_USE_GRAPHICS}}) {
+        if (!list_processes(call, handle)) continue;
+        answered = true;
+        for (const nvml::ProcessInfo& p : processes_) {
+            GpuProcessUse& use = users[p.pid];
+            use.pid = p.pid;
+            use.device = record;
+            use.flags |= flag;
+            // Both lists give the same memory for a process with both contexts; "not available" is no number.
+            if (p.usedGpuMemory != nvml::kValueNotAvailable) use.memory_bytes = std::max<uint64_t>(use.memory_bytes, p.usedGpuMemory);
+        }
+    }
+    keplershm_gpu_device& d = devices_[record];
+    set_flag(d.flags, KEPLERSHM_GPU_USAGE_VALID, answered);
+    uint64_t memory = 0;
+    for (const auto& [pid, use] : users) {
+        memory += use.memory_bytes;
+        out.push_back(use);
+    }
+    d.memory_used_bytes = memory;
+    return memory;
+}
+
+/// SM time per process since the previous call, from the driver's utilization samples: each sample's
+/// SM share times the span since the sample before it (the driver samples all processes at once, so a
+/// span runs from one sampling time to the next). `measured` is false when the driver keeps no samples
+/// (or this is the first call, whose samples reach back before the collector started).
+std::map<uint32_t, uint64_t> NvmlSource::sm_busy_ns(Gpu& gpu, bool& measured) {
+    std::map<uint32_t, uint64_t> busy;
+    measured = false;
+    if (lib_->process_utilization == nullptr) return busy;
+    const bool first = gpu.last_seen_us == 0;
+    samples_.resize(std::max<size_t>(samples_.size(), 256));
+    unsigned count = static_cast<unsigned>(samples_.size());
+    nvml::Return rc = lib_->process_utilization(gpu.handle, samples_.data(), &count, gpu.last_seen_us);
+    if (rc == nvml::kErrorInsufficientSize && count <= kMaxListed) {
+        samples_.resize(count + count / 4 + 8);
+        count = static_cast<unsigned>(samples_.size());
+        rc = lib_->process_utilization(gpu.handle, samples_.data(), &count, gpu.last_seen_us);
+    }
+    if (rc != nvml::kSuccess && rc != nvml::kErrorNotFound) return busy;
+    std::span<nvml::ProcessUtilizationSample> taken(samples_.data(), rc == nvml::kSuccess ? std::min<size_t>(count, samples_.size()) : 0);
+    std::sort(taken.begin(), taken.end(), [](const auto& a, const auto& b) { return a.timeStamp < b.timeStamp; });
+    if (first) {  // the samples reach back before this collector: only where to start from is kept
+        gpu.last_seen_us = std::max<uint64_t>(realtime_us(), taken.empty() ? 0 : taken.back().timeStamp);
+        return busy;
+    }
+    measured = true;  // NOT_FOUND: nothing ran since the last call, all zero
+    uint64_t span_start = gpu.last_seen_us;
+    uint64_t sample_time = 0;
+    for (const nvml::ProcessUtilizationSample& s : taken) {
+        if (s.timeStamp <= gpu.last_seen_us) continue;
+        if (s.timeStamp != sample_time) {  // the next sampling time: its span starts at the one before
+            if (sample_time != 0) span_start = sample_time;
+            sample_time = s.timeStamp;
+        }
+        const uint64_t span_us = std::min<uint64_t>(s.timeStamp - span_start, kMaxSamplePeriodUs);
+        busy[s.pid] += uint64_t{std::min(s.smUtil, 100u)} * span_us * 10;  // % × µs → ns
+    }
+    if (sample_time != 0) gpu.last_seen_us = sample_time;
+    return busy;
+}
+
+void NvmlSource::read_gpu_usage(Gpu& gpu, std::vector<GpuProcessUse>& out) {
+    const size_t begin = out.size();
+    read_processes(gpu.handle, gpu.record, out);
+    bool measured = false;
+    std::map<uint32_t, uint64_t> busy = sm_busy_ns(gpu, measured);
+    if (!measured) return;
+    for (size_t i = begin; i < out.size(); ++i) {
+        const auto it = busy.find(out[i].pid);
+        out[i].flags |= KEPLERSHM_GPU_USE_BUSY_VALID;
+        if (it == busy.end()) continue;
+        out[i].busy_ns = it->second;
+        busy.erase(it);
+    }
+    // Sampled busy but no longer running (it ended since): it used the GPU in this interval all the same.
+    for (const auto& [pid, ns] : busy) {
+        out.push_back(GpuProcessUse{pid, gpu.record, ns, 0, KEPLERSHM_GPU_USE_BUSY_VALID});
+    }
+}
+
+}  // namespace
+
+std::unique_ptr<GpuSource> make_nvml_source(const NvmlSettings& settings, std::string& why) {
+    std::unique_ptr<nvml::Library> lib;
+    try {
+        lib = nvml::Library::load(settings.library);
+    } catch (const nvml::Unavailable& e) {
+        why = e.what();
+        return nullptr;
+    }
+    const std::vector<std::string> missing = lib->missing();
+    const std::string driver = lib->driver_version();
+    auto source = std::make_unique<NvmlSource>(std::move(lib));
+    std::vector<std::string> notes;
+    source->discover(notes);
+    for (const std::string& note : notes) log_info("nvml: {}", note);
+    if (!missing.empty()) log_info("nvml: driver {} lacks {}: those features are off", driver, fmt::join(missing, ", "));
+    if (source->empty()) {
+        why = notes.empty() ? "NVML found no GPU" : "NVML found no GPU it can read";
+        return nullptr;
+    }
+    log_info("nvml: driver {}, {} GPU(s)", driver.empty() ? "(version unknown)" : driver, source->zones().size());
+    return source;
+}
+
+}  // namespace kepler::collect
