@@ -222,6 +222,22 @@ void Ledger::note_platform_meters(const keplershm::FrameView& frame) {
     }
 }
 
+void Ledger::note_gpus(const keplershm::FrameView& frame) {
+    const keplershm_header& segment = frame.segment();
+    const uint32_t zone_count = std::min<uint32_t>(segment.zone_count, KEPLERSHM_MAX_ZONES);
+    for (const keplershm_gpu_device& d : frame.gpu_devices()) {
+        if ((d.flags & KEPLERSHM_GPU_MIG_INSTANCE) || d.zone_index >= zone_count) continue;
+        const keplershm_zone_info& zone = segment.zones[d.zone_index];
+        if (zone.kind != KEPLERSHM_ZONE_GPU) continue;
+        GpuDevice& g = gpus_[zone.socket];
+        g.uuid = std::string(keplershm::get_text(d.uuid));
+        g.name = std::string(keplershm::get_text(d.name));
+        g.vendor = std::string(keplershm::gpu_vendor_name(d.vendor));
+        g.power_limit_mw = d.power_limit_mw;
+        g.mig = (d.flags & KEPLERSHM_GPU_MIG_ENABLED) != 0;
+    }
+}
+
 std::vector<size_t> Ledger::add_node_energy(const Attribution& attribution, const std::string& source, uint64_t now) {
     std::vector<size_t> slots;
     for (const ZoneShares& s : attribution.zones) {
@@ -321,6 +337,7 @@ void Ledger::add_frame(const keplershm::FrameView& frame, const Attribution& att
     begin_interval(now);
     note_node_usage(frame);
     note_platform_meters(frame);
+    note_gpus(frame);
     const std::vector<size_t> slots = add_node_energy(attribution, source, now);
     const FrameWorkloads workloads = present_workloads(frame, now);
     ContainerEntry& unaccounted = fixed_container(kUnaccounted, kSystemNamespace, now);

@@ -83,6 +83,16 @@ struct PlatformMeter {
     bool fresh = false;       // the latest interval had a valid reading (not stale)
 };
 
+/// A GPU of the node as the collector describes it (frames of protocol 1.4), for Kepler 0.11's labels
+/// (gpu, gpu_uuid, gpu_name, vendor). Plain value.
+struct GpuDevice {
+    std::string uuid;
+    std::string name;
+    std::string vendor;     // "nvidia", "amd", "intel", "unknown"
+    uint64_t power_limit_mw = 0;
+    bool mig = false;       // partitioned into MIG instances
+};
+
 struct LedgerOptions {
     uint64_t retention_ns = 300'000'000'000ull;  // drop series of workloads gone this long
     size_t process_series_cap = 1000;           // per-process series exported at most
@@ -102,6 +112,7 @@ struct LedgerTotals {
     std::map<std::string, EntityEnergy> namespaces_;
     std::map<std::string, VmEntry> vms_;
     std::map<std::string, PlatformMeter> platform_meters_;  // by zone name
+    std::map<uint32_t, GpuDevice> gpus_;                     // by device index (the GPU zone's socket)
     size_t exported_processes_ = 0;
     uint64_t process_series_refused_ = 0;
     double interval_s_ = 0;
@@ -140,6 +151,8 @@ public:
     [[nodiscard]] const std::map<std::string, VmEntry>& vms() const noexcept { return vms_; }
     /// The collector's platform zones, each as its own meter (the node's platform zone is their sum).
     [[nodiscard]] const std::map<std::string, PlatformMeter>& platform_meters() const noexcept { return platform_meters_; }
+    /// The node's GPUs by device index (the socket of their GPU zone), from the frames' GPU_DEVICES.
+    [[nodiscard]] const std::map<uint32_t, GpuDevice>& gpus() const noexcept { return gpus_; }
     [[nodiscard]] const std::unordered_map<ProcessKey, ProcessEntry, ProcessKeyHash>& processes() const noexcept { return processes_; }
     [[nodiscard]] double interval_s() const noexcept { return interval_s_; }
     [[nodiscard]] uint64_t frames() const noexcept { return frames_; }
@@ -174,6 +187,7 @@ private:
     void expire(uint64_t now_ns);
     void note_node_usage(const keplershm::FrameView& frame);
     void note_platform_meters(const keplershm::FrameView& frame);
+    void note_gpus(const keplershm::FrameView& frame);
 
     std::unordered_map<ProcessKey, ProcessEntry, ProcessKeyHash> processes_;
 };

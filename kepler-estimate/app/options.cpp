@@ -33,6 +33,9 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
     app.add_option("--idle-policy", o.idle_policy, "idle energy: cpu-share | even (Kepler 0.7) | none (Kepler >= 0.10)")
         ->check(CLI::IsMember({"cpu-share", "even", "none"}))
         ->capture_default_str();
+    app.add_option("--gpu-idle-watts", o.gpu_idle_watts,
+                   "GPUs' idle power instead of detecting it (the lowest power seen while no process used the GPU): W for "
+                   "every GPU, or INDEX=W,INDEX=W by device index");
     app.add_option("--retention", o.retention_s, "seconds after which series of workloads that are gone are dropped")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
@@ -164,6 +167,7 @@ EstimatorOptions estimator_options(const Options& o) {
     e.model_set.model_server = model_server(o);
     e.model_set.external_wait = std::chrono::milliseconds(o.external_wait_ms);
     e.model_set.external_reader = reader_options(o);
+    if (!o.gpu_idle_watts.empty()) e.model_set.gpu_idle = parse_gpu_idle_watts(o.gpu_idle_watts);
     return e;
 }
 

@@ -22,6 +22,7 @@ struct Options {
     std::vector<std::string> models;  // NAME=SPEC
     std::string primary;
     std::string idle_policy = "cpu-share";
+    std::string gpu_idle_watts;       // "" (detect), "W" or "INDEX=W,..."
     double retention_s = 300;
     bool process_metrics = false;
     std::string metric_names = "kepler-0.7";  // kepler-0.7 | kepler-0.10 | both

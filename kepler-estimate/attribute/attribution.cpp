@@ -13,6 +13,33 @@ void carve_kernel(uint64_t& unaccounted_part, uint64_t& kernel_part, uint64_t ke
     unaccounted_part -= kernel_part;
 }
 
+/// Who used GPU `socket` (the device index of its zone) in the frame, as weights over the process records:
+/// busy time where the collector measured it, else one share per user (a process seen on the GPU without
+/// samples); users the frame has no record of weigh on the unaccounted record. All zero: nobody used it
+/// (or the frame says nothing of GPU use): its active energy explains no process.
+void gpu_weights(const keplershm::FrameView& frame, uint32_t socket, std::vector<uint64_t>& weights, uint64_t& unaccounted) {
+    std::fill(weights.begin(), weights.end(), 0);
+    unaccounted = 0;
+    const keplershm_header& segment = frame.segment();
+    const keplershm::Records<keplershm_gpu_device> devices = frame.gpu_devices();
+    auto on_this_gpu = [&](uint32_t device) {
+        if (device >= devices.size()) return false;
+        const uint32_t zone = devices[device].zone_index;
+        return zone < std::min<uint32_t>(segment.zone_count, KEPLERSHM_MAX_ZONES) &&
+               segment.zones[zone].kind == KEPLERSHM_ZONE_GPU && segment.zones[zone].socket == socket;
+    };
+    bool by_busy = false;
+    for (const keplershm_gpu_usage& u : frame.gpu_usage()) {
+        by_busy |= on_this_gpu(u.device) && (u.flags & KEPLERSHM_GPU_USE_BUSY_VALID) && u.busy_ns > 0;
+    }
+    for (const keplershm_gpu_usage& u : frame.gpu_usage()) {
+        if (!on_this_gpu(u.device)) continue;
+        const uint64_t w = by_busy ? ((u.flags & KEPLERSHM_GPU_USE_BUSY_VALID) ? u.busy_ns : 0) : 1;
+        if (u.process_index < weights.size() && frame.processes()[u.process_index].pid == u.pid) weights[u.process_index] += w;
+        else unaccounted += w;
+    }
+}
+
 }  // namespace
 
 std::optional<IdlePolicy> idle_policy_from_string(std::string_view text) noexcept {
@@ -69,6 +96,32 @@ uint64_t kernel_cpu_time_ns(const keplershm::FrameView& frame) noexcept {
     return std::min(kernel, unaccounted->cpu_time_ns - left_out);
 }
 
+namespace {
+
+/// A GPU zone: active energy by GPU use (MODELS.md), never by CPU time; idle as the policy says, with GPU
+/// use in place of CPU time for cpu-share.
+void attribute_gpu(const keplershm::FrameView& frame, IdlePolicy policy, uint64_t dynamic, uint64_t idle, ZoneShares& s) {
+    thread_local std::vector<uint64_t> weights, ones;
+    weights.resize(s.dynamic_uj.size());
+    uint64_t unaccounted_weight = 0;
+    gpu_weights(frame, s.node.zone.socket, weights, unaccounted_weight);
+    split_energy(dynamic, weights, unaccounted_weight, s.dynamic_uj, s.unaccounted_dynamic_uj);
+    switch (policy) {
+        case IdlePolicy::cpu_share: split_energy(idle, weights, unaccounted_weight, s.idle_uj, s.unaccounted_idle_uj); break;
+        case IdlePolicy::even:
+            ones.assign(s.idle_uj.size(), 1);
+            split_energy(idle, ones, 0, s.idle_uj, s.unaccounted_idle_uj);
+            break;
+        case IdlePolicy::none:
+            std::fill(s.idle_uj.begin(), s.idle_uj.end(), 0);
+            s.unaccounted_idle_uj = 0;
+            s.node_idle_uj = idle;
+            break;
+    }
+}
+
+}  // namespace
+
 void attribute(const keplershm::FrameView& frame, const NodeEnergy& node, IdlePolicy policy, Attribution& out) {
     const keplershm::Records<keplershm_process> processes = frame.processes();
     const size_t n = processes.size();
@@ -101,13 +154,17 @@ void attribute(const keplershm::FrameView& frame, const NodeEnergy& node, IdlePo
         s.dynamic_uj.resize(n);
         s.idle_uj.resize(n);
         s.by_cache_misses = s.node.zone.kind == ZoneKind::dram && frame_has_misses;
+        s.node_idle_uj = 0;
+        s.kernel_idle_uj = 0;
+        s.kernel_dynamic_uj = 0;
+        if (s.node.zone.kind == ZoneKind::gpu) {
+            attribute_gpu(frame, policy, dynamic, idle, s);
+            continue;
+        }
         // The unaccounted record has CPU time but no counters: by cache misses it weighs nothing.
         if (s.by_cache_misses) split_energy(dynamic, misses, 0, s.dynamic_uj, s.unaccounted_dynamic_uj);
         else split_energy(dynamic, cpu, unaccounted_cpu, s.dynamic_uj, s.unaccounted_dynamic_uj);
-        s.kernel_dynamic_uj = 0;
         if (!s.by_cache_misses) carve_kernel(s.unaccounted_dynamic_uj, s.kernel_dynamic_uj, kernel_cpu, unaccounted_cpu);
-        s.node_idle_uj = 0;
-        s.kernel_idle_uj = 0;
         switch (policy) {
             case IdlePolicy::cpu_share:
                 split_energy(idle, cpu, unaccounted_cpu, s.idle_uj, s.unaccounted_idle_uj);

@@ -53,7 +53,9 @@ void split_energy(uint64_t energy, std::span<const uint64_t> weights, uint64_t u
 [[nodiscard]] uint64_t kernel_cpu_time_ns(const keplershm::FrameView& frame) noexcept;
 
 /// Attributes each zone of `node` over `frame`'s processes: dynamic energy by the zone's usage metric
-/// (CPU time; cache misses for DRAM when the frame has them), idle energy by `policy`.
+/// (CPU time; cache misses for DRAM when the frame has them; for a GPU, its users' busy time from the
+/// frame's GPU_USAGE, or equal shares of its users when none was sampled busy, and nobody's when the frame
+/// names no user), idle energy by `policy` (cpu-share weighs a GPU's idle by GPU use as well).
 void attribute(const keplershm::FrameView& frame, const NodeEnergy& node, IdlePolicy policy, Attribution& out);
 
 }  // namespace kepler::estimate

@@ -59,16 +59,40 @@ void add_entity(Exposition& out, const LevelFamilies& f, const Context& ctx, con
     }
 }
 
-/// Node families per zone slot; `path` names the zone and socket (the estimator never sees sysfs paths).
+/// Kepler 0.11's labels of a GPU: its index, UUID, product name and vendor (empty where the collector's
+/// frames do not describe the device, e.g. before protocol 1.4).
+LabelSet gpu_labels(const Ledger& ledger, uint32_t index) {
+    const auto it = ledger.gpus().find(index);
+    const GpuDevice none{"", "", "unknown", 0, false};
+    const GpuDevice& g = it != ledger.gpus().end() ? it->second : none;
+    return {{"gpu", std::to_string(index)}, {"gpu_uuid", clean_label(g.uuid)}, {"gpu_name", clean_label(g.name)}, {"vendor", g.vendor}};
+}
+
+/// Node labels of a zone slot: GPUs by Kepler 0.11's GPU labels; other zones by `zone` and a `path` that
+/// names the zone and socket (the estimator never sees sysfs paths).
+LabelSet node_zone_labels(const Context& ctx, const ZoneKey& zone) {
+    if (zone.kind == ZoneKind::gpu) return gpu_labels(ctx.ledger, zone.socket).with("node_name", ctx.node_name);
+    return {{"zone", zone_name(zone.kind)}, {"path", fmt::format("{}-{}", zone_name(zone.kind), socket_label(zone.socket))},
+            {"node_name", ctx.node_name}};
+}
+
+/// kepler_node_gpu_info: one series per GPU the collector describes.
+void add_gpu_info(Exposition& out, const Context& ctx) {
+    for (const auto& [index, g] : ctx.ledger.gpus()) {
+        out.add("kepler_node_gpu_info", "GPUs of the node", MetricType::gauge,
+                gpu_labels(ctx.ledger, index).with("mig", g.mig ? "true" : "false").with("node_name", ctx.node_name), 1);
+    }
+}
+
+/// Node families per zone slot.
 void add_node(Exposition& out, const Context& ctx) {
     const Ledger& ledger = ctx.ledger;
     const EntityEnergy& node = ledger.node();
     const double dt = interval_or_one(ledger);
+    add_gpu_info(out, ctx);
     for (size_t z = 0; z < node.total.size() && z < ledger.zones().size(); ++z) {
         const ZoneKey& zone = ledger.zones()[z];
-        const LabelSet l = {{"zone", zone_name(zone.kind)},
-                            {"path", fmt::format("{}-{}", zone_name(zone.kind), socket_label(zone.socket))},
-                            {"node_name", ctx.node_name}};
+        const LabelSet l = node_zone_labels(ctx, zone);
         const std::string prefix = fmt::format("kepler_node_{}", device(zone.kind));
         const EnergyPair& t = node.total[z];
         const EnergyPair& i = node.interval[z];

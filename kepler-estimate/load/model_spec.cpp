@@ -22,11 +22,11 @@ bool valid_name(std::string_view name) {
     });
 }
 
-double parse_watts(std::string_view key, std::string_view value) {
+double parse_watts(std::string_view key, std::string_view value, std::string_view what = "curve parameter") {
     double out = 0;
     const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), out);
     if (ec != std::errc() || end != value.data() + value.size() || !std::isfinite(out) || out < 0 || out > 1e4) {
-        throw std::invalid_argument(fmt::format("curve parameter {}=\"{}\" is not a number of watts in [0, 10000]", key, value));
+        throw std::invalid_argument(fmt::format("{} {}=\"{}\" is not a number of watts in [0, 10000]", what, key, value));
     }
     return out;
 }
@@ -125,6 +125,23 @@ std::vector<ModelSpec> with_builtin_models(std::vector<ModelSpec> specs) {
     if (!has(ModelSpec::Kind::measured, "measured")) specs.insert(specs.begin(), ModelSpec{"measured", ModelSpec::Kind::measured, {}, {}, {}, {}, {}});
     if (!has(ModelSpec::Kind::curve, "curve")) specs.push_back(ModelSpec{"curve", ModelSpec::Kind::curve, {}, {}, {}, {}, {}});
     return specs;
+}
+
+GpuIdleWatts parse_gpu_idle_watts(std::string_view text) {
+    GpuIdleWatts idle;
+    if (text.find('=') == std::string_view::npos) {
+        idle.every = parse_watts("every GPU", text, "--gpu-idle-watts");
+        return idle;
+    }
+    for (const auto& [key, value] : split_key_value_list(text, "--gpu-idle-watts item")) {
+        uint32_t index = 0;
+        const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), index);
+        if (ec != std::errc() || end != key.data() + key.size()) {
+            throw std::invalid_argument(fmt::format("--gpu-idle-watts: \"{}\" is not a GPU index", key));
+        }
+        idle.by_index[index] = parse_watts(key, value, "--gpu-idle-watts");
+    }
+    return idle;
 }
 
 }  // namespace kepler::estimate

@@ -36,5 +36,8 @@ struct ModelSpec {
 /// The configured specs plus the built-ins every node needs: `measured` and `curve` (so a VM always
 /// gets an answer) unless a model of that kind is configured already.
 [[nodiscard]] std::vector<ModelSpec> with_builtin_models(std::vector<ModelSpec> specs);
+/// Parses --gpu-idle-watts: "W" (every GPU) or "INDEX=W,INDEX=W" (a GPU by its device index), watts in
+/// [0, 10000]. Throws std::invalid_argument quoting the bad part.
+[[nodiscard]] GpuIdleWatts parse_gpu_idle_watts(std::string_view text);
 
 }  // namespace kepler::estimate

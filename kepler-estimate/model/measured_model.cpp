@@ -29,10 +29,39 @@ struct ZoneSum {
     std::string meter;
 };
 
+/// What the frame says of a GPU's users (by the device index of its zone).
+struct GpuUse {
+    bool listed = false;  // the collector read its users this interval
+    bool used = false;    // someone used it
+};
+
+/// Per GPU zone socket: whether the frame lists its users, and whether it had any (Kepler's idle detection
+/// reads idle power only while no process runs on the GPU).
+std::map<uint32_t, GpuUse> gpu_use(const keplershm::FrameView& frame) {
+    std::map<uint32_t, GpuUse> out;
+    const keplershm_header& segment = frame.segment();
+    const uint32_t zone_count = std::min<uint32_t>(segment.zone_count, KEPLERSHM_MAX_ZONES);
+    const keplershm::Records<keplershm_gpu_device> devices = frame.gpu_devices();
+    auto socket_of = [&](uint32_t device) -> std::optional<uint32_t> {
+        if (device >= devices.size() || devices[device].zone_index >= zone_count) return std::nullopt;
+        const keplershm_zone_info& zone = segment.zones[devices[device].zone_index];
+        if (zone.kind != KEPLERSHM_ZONE_GPU) return std::nullopt;
+        return zone.socket;
+    };
+    for (uint32_t d = 0; d < devices.size(); ++d) {
+        if (const auto socket = socket_of(d); socket && (devices[d].flags & KEPLERSHM_GPU_USAGE_VALID)) out[*socket].listed = true;
+    }
+    for (const keplershm_gpu_usage& u : frame.gpu_usage()) {
+        if (const auto socket = socket_of(u.device)) out[*socket].used = true;
+    }
+    return out;
+}
+
 /// Not thread-safe (NodeModel contract): keeps the lowest power seen per zone as the idle figure,
 /// Kepler's own method, so replays of the same recording give the same split.
 class MeasuredModel final : public NodeModel {
 public:
+    explicit MeasuredModel(GpuIdleWatts gpu_idle) : gpu_idle_(std::move(gpu_idle)) {}
     std::string_view kind() const noexcept override { return "measured"; }
     std::optional<std::string> refusal(const NodeFacts& node) const override {
         if (!node.has_meter) return "node has no power meter";
@@ -46,14 +75,33 @@ public:
         add_other_part(energy);
         NodeEnergy out;
         const double dt = in.features.interval_s;
+        const std::map<uint32_t, GpuUse> gpus = gpu_use(in.frame);
         for (const auto& [zone, sum] : energy) {
             if (out.source.empty()) out.source = sum.meter;
             const double watts = static_cast<double>(sum.uj) / 1e6 / dt;
-            auto [it, fresh] = lowest_watts_.try_emplace(zone, watts);
-            if (!fresh) it->second = std::min(it->second, watts);
-            out.zones.push_back(ZoneEnergy{zone, sum.uj, std::min(sum.uj, watts_to_uj(it->second, dt)), sum.meter});
+            const std::optional<double> idle = zone.kind == ZoneKind::gpu ? gpu_idle_watts(zone.socket, watts, gpus) : lowest(zone, watts);
+            out.zones.push_back(ZoneEnergy{zone, sum.uj, std::min(sum.uj, watts_to_uj(idle.value_or(0.0), dt)), sum.meter});
         }
         return out;
+    }
+
+    /// A GPU's idle power (Kepler's rule): configured; else where the frames list its users, the lowest
+    /// power seen while nobody used it (nothing before that was seen); else the lowest power seen.
+    std::optional<double> gpu_idle_watts(uint32_t socket, double watts, const std::map<uint32_t, GpuUse>& gpus) {
+        if (const std::optional<double> configured = gpu_idle_.of(socket)) return *configured;
+        const ZoneKey key{ZoneKind::gpu, socket};
+        const auto use = gpus.find(socket);
+        if (use == gpus.end() || !use->second.listed) return lowest(key, watts);
+        if (!use->second.used) return lowest(key, watts);  // idle now: a reading of idle power
+        const auto seen = lowest_watts_.find(key);
+        return seen != lowest_watts_.end() ? std::optional<double>(seen->second) : std::nullopt;
+    }
+
+    /// Lowest power seen on `zone` so far, this reading included.
+    double lowest(const ZoneKey& zone, double watts) {
+        auto [it, fresh] = lowest_watts_.try_emplace(zone, watts);
+        if (!fresh) it->second = std::min(it->second, watts);
+        return it->second;
     }
 
 private:
@@ -98,11 +146,14 @@ private:
         energy[ZoneKey{ZoneKind::other, kWholeNode}] = ZoneSum{other, platform->second.meter};
     }
 
+    GpuIdleWatts gpu_idle_;
     std::map<ZoneKey, double> lowest_watts_;
 };
 
 }  // namespace
 
-std::unique_ptr<NodeModel> make_measured_model() { return std::make_unique<MeasuredModel>(); }
+std::unique_ptr<NodeModel> make_measured_model(GpuIdleWatts gpu_idle) {
+    return std::make_unique<MeasuredModel>(std::move(gpu_idle));
+}
 
 }  // namespace kepler::estimate

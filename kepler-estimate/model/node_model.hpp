@@ -60,7 +60,19 @@ struct CurveParams {
     double max_w = 3.5;    // per vCPU
 };
 [[nodiscard]] std::unique_ptr<NodeModel> make_curve_model(std::string name, CurveParams params);
-/// The node's own meter: energy_delta_uj of the frame's valid zones; idle = lowest power seen so far.
-[[nodiscard]] std::unique_ptr<NodeModel> make_measured_model();
+/// GPU idle power given by the operator (--gpu-idle-watts), in place of detecting it.
+struct GpuIdleWatts {
+    std::optional<double> every;         // every GPU
+    std::map<uint32_t, double> by_index;  // a GPU by its device index (wins over `every`)
+    [[nodiscard]] std::optional<double> of(uint32_t index) const {
+        const auto it = by_index.find(index);
+        return it != by_index.end() ? std::optional<double>(it->second) : every;
+    }
+};
+
+/// The node's own meter: energy_delta_uj of the frame's valid zones; idle = lowest power seen so far —
+/// for a GPU whose users the frame lists, the lowest seen while nobody used it (0 until then), or the
+/// configured figure.
+[[nodiscard]] std::unique_ptr<NodeModel> make_measured_model(GpuIdleWatts gpu_idle = {});
 
 }  // namespace kepler::estimate

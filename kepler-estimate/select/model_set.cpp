@@ -56,7 +56,7 @@ ModelSet::ModelSet(std::vector<ModelSpec> specs, std::optional<std::string> prim
         entry->report.name = spec.name;
         entry->report.kind = std::string(to_string(spec.kind));
         entry->version = spec.path.empty() ? entry->report.kind : entry->report.kind + " " + spec.path.filename().string();
-        if (spec.kind == ModelSpec::Kind::measured) entry->model = make_measured_model();
+        if (spec.kind == ModelSpec::Kind::measured) entry->model = make_measured_model(options.gpu_idle);
         if (spec.kind == ModelSpec::Kind::curve) entry->model = make_curve_model(spec.name, spec.curve);
         if (spec.kind == ModelSpec::Kind::external) {
             ExternalOptions external;

@@ -64,6 +64,8 @@ struct ModelSetOptions {
     ModelServer model_server;
     /// How external models' estimates segments are opened (accepted owner, frame cap).
     keplershm::ReaderOptions external_reader;
+    /// --gpu-idle-watts: GPUs' idle power as configured, instead of detected.
+    GpuIdleWatts gpu_idle;
 };
 
 /// Owns the configured models. Not thread-safe: the pipeline thread calls it; the exporter reads

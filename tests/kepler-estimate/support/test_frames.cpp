@@ -101,6 +101,12 @@ void TestWriter::write(const TestFrame& in) {
         s.irq_ns = c < in.cpu_irq_ns.size() ? in.cpu_irq_ns[c] : 0;
         if (!d.add_cpu(s)) throw std::runtime_error("test frame: too many cpus");
     }
+    for (const keplershm_gpu_device& g : in.gpu_devices) {
+        if (!d.add_gpu_device(g)) throw std::runtime_error("test frame: too many GPU devices");
+    }
+    for (const keplershm_gpu_usage& u : in.gpu_usage) {
+        if (!d.add_gpu_usage(u)) throw std::runtime_error("test frame: too many GPU usage records");
+    }
     d.unaccounted().cpu_time_ns = in.unaccounted_cpu_ns;
     d.unaccounted().truncated_cpu_time_ns = in.truncated_cpu_ns;
     writer_.commit(d);

@@ -46,6 +46,8 @@ struct TestFrame {
     std::vector<uint64_t> cpu_idle_ns;
     std::vector<uint64_t> cpu_irq_ns;   // per CPU: busy time no task explains (kernel time)
     uint64_t truncated_cpu_ns = 0;      // of unaccounted_cpu_ns: processes left out for capacity
+    std::vector<keplershm_gpu_device> gpu_devices;  // 1.4 (the writer needs gpu capacities)
+    std::vector<keplershm_gpu_usage> gpu_usage;
 };
 
 /// Metrics a typical procfs collector publishes.

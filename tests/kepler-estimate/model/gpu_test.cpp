@@ -1,0 +1,167 @@
+// GPUs in the estimator (frames of protocol 1.4): a GPU's idle power is the lowest seen while nobody used
+// it (or the configured figure), its active power goes to its users by their busy time (equal shares when
+// none was sampled busy, nobody's when the frame names no user) and never by CPU time; energy is conserved
+// per device; and the node families carry Kepler 0.11's GPU labels.
+#include <gtest/gtest.h>
+
+#include "export/prometheus_export.hpp"
+#include "load/model_spec.hpp"
+#include "pipeline/estimator.hpp"
+#include "support/metric_series.hpp"
+#include "support/test_frames.hpp"
+
+using namespace kepler::estimate;
+using namespace estimate_test;
+
+namespace {
+
+constexpr uint64_t kSecond = 1'000'000'000ull;
+constexpr uint64_t kJoule = 1'000'000ull;  // µJ
+constexpr uint32_t kNone = 0xffffffffu;
+
+keplershm_zone_info gpu_zone(uint32_t index) {
+    keplershm_zone_info z = zone_info("gpu-" + std::to_string(index), KEPLERSHM_ZONE_GPU, index);
+    z.power_source = KEPLERSHM_POWER_NVML;
+    z.max_energy_range_uj = 0;
+    return z;
+}
+
+/// package-0 (zone 0) and two NVIDIA GPUs (zones 1 and 2).
+keplershm::WriterOptions gpu_node() {
+    keplershm::WriterOptions o = node_options(4, kProcfsMetrics, {zone_info("package-0", KEPLERSHM_ZONE_PACKAGE, 0), gpu_zone(0), gpu_zone(1)});
+    o.gpu_device_capacity = 4;
+    o.gpu_usage_capacity = 16;
+    return o;
+}
+
+keplershm_gpu_device device(uint32_t index, bool usage_listed = true) {
+    keplershm_gpu_device d{};
+    d.zone_index = 1 + index;
+    d.vendor = KEPLERSHM_GPU_NVIDIA;
+    d.device_index = index;
+    d.flags = usage_listed ? KEPLERSHM_GPU_USAGE_VALID : 0;
+    d.parent = d.gpu_instance_id = d.compute_instance_id = kNone;
+    keplershm::set_text(d.uuid, "GPU-test-" + std::to_string(index));
+    keplershm::set_text(d.name, "NVIDIA H100 80GB HBM3");
+    return d;
+}
+
+keplershm_gpu_usage use(uint32_t pid, uint32_t process_index, uint32_t device, uint64_t busy_ns, bool busy_valid = true) {
+    keplershm_gpu_usage u{};
+    u.pid = pid;
+    u.device = device;
+    u.process_index = process_index;
+    u.start_time_ticks = process_index != kNone ? 1000 + process_index : 0;
+    u.flags = KEPLERSHM_GPU_USE_COMPUTE | (busy_valid ? uint32_t{KEPLERSHM_GPU_USE_BUSY_VALID} : 0u);
+    u.busy_ns = busy_ns;
+    return u;
+}
+
+/// One second: processes 100, 101, 102 busy on the CPU; the package at 50 W; the GPUs at the given watts.
+TestFrame gpu_frame(uint64_t second, double gpu0_w, double gpu1_w) {
+    TestFrame f = simple_frame(second * kSecond, kSecond, {kSecond / 2, kSecond / 4, kSecond / 4},
+                               {50 * kJoule, static_cast<uint64_t>(gpu0_w * kJoule), static_cast<uint64_t>(gpu1_w * kJoule)});
+    f.gpu_devices = {device(0), device(1)};
+    return f;
+}
+
+ExportOptions kepler010_with_processes() {
+    ExportOptions o;
+    o.names = MetricNames::kepler010;
+    o.process_metrics = true;
+    return o;
+}
+
+double process_gpu_joules(const std::vector<prometheus::MetricFamily>& families, uint32_t pid) {
+    return series_sum(families, "kepler_process_gpu_joules_total", {{"pid", std::to_string(pid)}});
+}
+
+TEST(Gpu, IdleIsTheLowestPowerSeenUnusedAndActivePowerFollowsBusyTime) {
+    Feed feed(gpu_node(), "gpu-split");
+    EstimatorOptions options;
+    options.idle_policy = IdlePolicy::none;  // Kepler's rule: idle stays on the node
+    Estimator est(options);
+    // Nobody on the GPUs: 60 W and 50 W are their idle power.
+    ASSERT_TRUE(est.process(feed.frame(gpu_frame(1, 60, 50))));
+    // GPU 0 at 300 W used by 100 (300 ms busy) and 101 (100 ms); 102 runs on the CPU only; GPU 1 still idle.
+    TestFrame busy = gpu_frame(2, 300, 50);
+    busy.gpu_usage = {use(100, 0, 0, 300'000'000), use(101, 1, 0, 100'000'000)};
+    ASSERT_TRUE(est.process(feed.frame(busy)));
+
+    const auto families = collect(PrometheusExport(est, kepler010_with_processes()));
+    EXPECT_NEAR(process_gpu_joules(families, 100), 180.0, 1e-6) << "3/4 of GPU 0's 240 J active energy";
+    EXPECT_NEAR(process_gpu_joules(families, 101), 60.0, 1e-6);
+    EXPECT_NEAR(process_gpu_joules(families, 102), 0.0, 1e-9) << "CPU time never earns GPU energy";
+
+    const Labels gpu0 = {{"gpu", "0"}, {"gpu_uuid", "GPU-test-0"}, {"gpu_name", "NVIDIA H100 80GB HBM3"}, {"vendor", "nvidia"}};
+    EXPECT_NEAR(series_value(families, "kepler_node_gpu_joules_total", gpu0).value_or(-1), 360.0, 1e-6);
+    EXPECT_NEAR(series_value(families, "kepler_node_gpu_idle_joules_total", gpu0).value_or(-1), 120.0, 1e-6);
+    EXPECT_NEAR(series_value(families, "kepler_node_gpu_active_joules_total", gpu0).value_or(-1), 240.0, 1e-6);
+    EXPECT_NEAR(series_value(families, "kepler_node_gpu_watts", gpu0).value_or(-1), 300.0, 1e-6);
+    EXPECT_NEAR(series_value(families, "kepler_node_gpu_active_watts", {{"gpu", "1"}}).value_or(-1), 0.0, 1e-9);
+    EXPECT_EQ(series_value(families, "kepler_node_gpu_info", gpu0), 1.0);
+    EXPECT_EQ(series_value(families, "kepler_node_gpu_info", {{"gpu", "1"}, {"gpu_uuid", "GPU-test-1"}}), 1.0);
+}
+
+TEST(Gpu, BeforeTheGpuWasSeenUnusedItsIdleIsZeroAndAConfiguredIdleWins) {
+    for (const bool configured : {false, true}) {
+        SCOPED_TRACE(configured ? "--gpu-idle-watts 0=100" : "detected");
+        Feed feed(gpu_node(), "gpu-idle");
+        EstimatorOptions options;
+        options.idle_policy = IdlePolicy::none;
+        if (configured) options.model_set.gpu_idle = parse_gpu_idle_watts("0=100");
+        Estimator est(options);
+        TestFrame f = gpu_frame(1, 300, 50);
+        f.gpu_usage = {use(100, 0, 0, 500'000'000)};
+        ASSERT_TRUE(est.process(feed.frame(f)));
+        const auto families = collect(PrometheusExport(est, kepler010_with_processes()));
+        EXPECT_NEAR(series_value(families, "kepler_node_gpu_idle_joules_total", {{"gpu", "0"}}).value_or(-1), configured ? 100.0 : 0.0, 1e-6);
+        EXPECT_NEAR(process_gpu_joules(families, 100), configured ? 200.0 : 300.0, 1e-6) << "its only user gets all the active energy";
+    }
+}
+
+TEST(Gpu, UsersWithoutBusySamplesShareEquallyAndAFrameWithoutUsersGivesNoProcessGpuEnergy) {
+    Feed feed(gpu_node(), "gpu-equal");
+    EstimatorOptions options;
+    options.idle_policy = IdlePolicy::none;
+    options.model_set.gpu_idle = parse_gpu_idle_watts("50");
+    Estimator est(options);
+    // MIG-like: the driver lists two users of GPU 0 but samples neither (no BUSY_VALID).
+    TestFrame listed = gpu_frame(1, 250, 50);
+    listed.gpu_usage = {use(100, 0, 0, 0, false), use(101, 1, 0, 0, false)};
+    ASSERT_TRUE(est.process(feed.frame(listed)));
+    // A GPU meter without user data (no GPU sections: an older collector, a hwmon GPU): active energy is
+    // nobody's, whatever ran on the CPU.
+    TestFrame unknown = gpu_frame(2, 250, 50);
+    unknown.gpu_devices.clear();
+    ASSERT_TRUE(est.process(feed.frame(unknown)));
+
+    const auto families = collect(PrometheusExport(est, kepler010_with_processes()));
+    EXPECT_NEAR(process_gpu_joules(families, 100), 100.0, 1e-6) << "half of the first second's 200 J, none of the second's";
+    EXPECT_NEAR(process_gpu_joules(families, 101), 100.0, 1e-6);
+    EXPECT_NEAR(process_gpu_joules(families, 102), 0.0, 1e-9);
+}
+
+TEST(Gpu, EnergyIsConservedPerDeviceUnderEveryIdlePolicy) {
+    for (const IdlePolicy policy : {IdlePolicy::cpu_share, IdlePolicy::even, IdlePolicy::none}) {
+        SCOPED_TRACE(std::string(to_string(policy)));
+        Feed feed(gpu_node(), "gpu-conserved");
+        EstimatorOptions options;
+        options.idle_policy = policy;
+        Estimator est(options);
+        ASSERT_TRUE(est.process(feed.frame(gpu_frame(1, 60, 50))));
+        TestFrame f = gpu_frame(2, 300, 80);
+        // A user the frame holds no process record of (left out for capacity) weighs on the unaccounted part.
+        f.gpu_usage = {use(100, 0, 0, 200'000'000), use(999, kNone, 0, 200'000'000), use(101, 1, 1, 100'000'000)};
+        ASSERT_TRUE(est.process(feed.frame(f)));
+        const auto families = collect(PrometheusExport(est, ExportOptions{}));
+        // Kepler 0.7's container totals hold every joule: processes, the unaccounted part and the node's idle.
+        const double node_gpu = series_sum(families, "kepler_node_gpu_joules_total", {});
+        EXPECT_NEAR(node_gpu, 60 + 50 + 300 + 80, 1e-6);
+        const double containers = series_sum(families, "kepler_container_gpu_joules_total", {});
+        const double idle_on_node = policy == IdlePolicy::none ? 60 + 50 + 60 + 50 : 0.0;
+        EXPECT_NEAR(containers + idle_on_node, node_gpu, 1e-3);
+    }
+}
+
+}  // namespace
