@@ -71,7 +71,12 @@ public:
     void read_usage(std::vector<GpuProcessUse>& out, uint64_t /*frame_end_ns*/) override {
         out.clear();
         for (Gpu& gpu : gpus_) {
-            if (devices_[gpu.record].flags & KEPLERSHM_GPU_LOST) continue;
+            if (devices_[gpu.record].flags & KEPLERSHM_GPU_LOST) {
+                // Not read this interval: its users are unknown, not none (PROTOCOL.md §6.1).
+                set_flag(devices_[gpu.record].flags, KEPLERSHM_GPU_USAGE_VALID, false);
+                for (const auto& [handle, record] : gpu.migs) set_flag(devices_[record].flags, KEPLERSHM_GPU_USAGE_VALID, false);
+                continue;
+            }
             if (gpu.migs.empty()) {
                 read_gpu_usage(gpu, out);
             } else {
