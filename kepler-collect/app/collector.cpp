@@ -166,7 +166,12 @@ EnergyMeter discover_meter(const CollectorOptions& o, const std::string& node) {
         if (std::unique_ptr<GpuSource> gpus = make_nvml_source(NvmlSettings{o.nvml_library}, why)) {
             meter.add_gpu_source(std::move(gpus));
         } else {
-            log_info("energy: no NVIDIA GPU zones: {}", why);
+            log_info("energy: no NVIDIA GPUs through NVML: {}", why);
+        }
+        if (std::unique_ptr<GpuSource> gpus = make_drm_source(DrmSettings{o.sysfs_root, o.proc_root}, why)) {
+            meter.add_gpu_source(std::move(gpus));
+        } else {
+            log_debug("energy: no AMD or Intel GPUs: {}", why);
         }
     }
     for (const std::string& p : meter.problems()) log_warn("energy: {}", p);

@@ -120,7 +120,7 @@ void add_kube_options(CLI::App& app, CollectorOptions& o, TextOptions& text) {
 
 void add_gpu_options(CLI::App& app, CollectorOptions& o) {
     app.add_option("--gpu", o.gpu, "GPUs as energy zones, with their per-process use: auto (NVIDIA through NVML when "
-                   "its library loads) or off")->check(CLI::IsMember({"auto", "off"}))->capture_default_str();
+                   "its library loads; AMD and Intel through the kernel's DRM cards, hwmon and fdinfo) or off")->check(CLI::IsMember({"auto", "off"}))->capture_default_str();
     app.add_option("--nvml-library", o.nvml_library, "NVML to load: a path, or a name the dynamic loader searches")
         ->capture_default_str();
     app.add_option("--gpu-usage-capacity", o.gpu_usage_capacity, "(process, GPU) records a frame holds")

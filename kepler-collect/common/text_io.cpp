@@ -1,12 +1,15 @@
 #include "common/text_io.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <ctime>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -122,6 +125,18 @@ uint64_t clock_now(clockid_t clock) noexcept {
     return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 }  // namespace
+
+std::vector<std::string> list_directory(const std::string& path) {
+    std::vector<std::string> names;
+    std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir(path.c_str()), closedir);
+    if (!dir) return names;
+    while (const dirent* d = readdir(dir.get())) {
+        const std::string_view name = d->d_name;
+        if (name != "." && name != "..") names.emplace_back(name);
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+}
 
 uint64_t monotonic_now_ns() noexcept { return clock_now(CLOCK_MONOTONIC); }
 uint64_t realtime_now_ns() noexcept { return clock_now(CLOCK_REALTIME); }

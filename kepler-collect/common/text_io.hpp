@@ -54,6 +54,9 @@ struct ReadResult {
 [[nodiscard]] bool starts_with(std::string_view text, std::string_view prefix) noexcept;
 [[nodiscard]] bool ends_with(std::string_view text, std::string_view suffix) noexcept;
 
+/// The names in a directory, sorted, without "." and ".."; empty when it cannot be read.
+[[nodiscard]] std::vector<std::string> list_directory(const std::string& path);
+
 /// Nanoseconds on CLOCK_MONOTONIC / CLOCK_REALTIME (the clocks of the frame header).
 [[nodiscard]] uint64_t monotonic_now_ns() noexcept;
 [[nodiscard]] uint64_t realtime_now_ns() noexcept;

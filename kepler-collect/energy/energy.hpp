@@ -35,8 +35,9 @@ struct Discovery {
 /// socket-wide counter on every die).
 void discover_rapl(const std::string& sysfs_root, Discovery& out);
 
-/// hwmon power meters under <sysfs_root>/class/hwmon: ACPI power_meter and PSU inputs (PLATFORM), GPU
-/// drivers (GPU), others (OTHER: published, in no total). A PSU's output channels are not zones.
+/// hwmon power meters under <sysfs_root>/class/hwmon: ACPI power_meter and PSU inputs (PLATFORM), others
+/// (OTHER: published, in no total). A PSU's output channels are not zones; GPU drivers' meters are read
+/// with their DRM card (make_drm_source).
 void discover_hwmon(const std::string& sysfs_root, Discovery& out);
 
 /// The discovered sysfs zones as one source, read in place each interval (wrap-corrected counters,

@@ -2,8 +2,6 @@
 // ACPI power meters (driver power_meter) measure the whole platform; so does a power supply's input
 // (PMBus: the channel labelled "pin"; its "pout" channels are the same energy after conversion, never a
 // second zone). Older kernels keep the files under hwmonN/device/.
-#include <dirent.h>
-
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -17,15 +15,6 @@
 namespace kepler::collect {
 
 namespace {
-
-std::vector<std::string> list_dir(const std::string& path) {
-    std::vector<std::string> names;
-    std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir(path.c_str()), closedir);
-    if (!dir) return names;
-    while (const dirent* d = readdir(dir.get())) names.emplace_back(d->d_name);
-    std::sort(names.begin(), names.end());
-    return names;
-}
 
 /// "power2_average" → {"power", 2, "average"}; nullopt for other files.
 struct ChannelFile {
@@ -96,14 +85,18 @@ void note_averaging_interval(const std::string& dir, uint32_t channel, const std
 
 void discover_hwmon(const std::string& sysfs_root, Discovery& out) {
     const std::string base = sysfs_root + "/class/hwmon";
-    for (const std::string& device : list_dir(base)) {
+    for (const std::string& device : list_directory(base)) {
         if (!starts_with(device, "hwmon")) continue;
         for (const std::string& dir : {base + "/" + device, base + "/" + device + "/device"}) {
             const ReadResult name_file = read_text_file(dir + "/name", 64);
             if (!name_file.ok()) continue;
             const std::string name(trim(name_file.text));
+            if (kind_of_device(name) == KEPLERSHM_ZONE_GPU) {
+                out.notes.push_back(fmt::format("{} ({}): a GPU's meter, read with its DRM card (--gpu)", device, name));
+                break;
+            }
             std::map<uint32_t, Channel> channels;
-            for (const std::string& file : list_dir(dir)) {
+            for (const std::string& file : list_directory(dir)) {
                 const auto c = parse_channel_file(file);
                 if (!c) continue;
                 Channel& ch = channels[c->channel];

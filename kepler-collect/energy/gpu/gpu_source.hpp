@@ -1,6 +1,7 @@
 // gpu_source.hpp — GPUs as energy sources: each GPU is a zone of kind GPU (its energy), and the source also
 // knows its devices (frame section GPU_DEVICES) and which processes used each one in the interval
-// (GPU_USAGE). NVIDIA GPUs are read through NVML (nvml_source.cpp).
+// (GPU_USAGE). NVIDIA GPUs are read through NVML (nvml_source.cpp), AMD and Intel GPUs through the kernel
+// (drm_source.cpp).
 #pragma once
 
 #include <chrono>
@@ -38,6 +39,15 @@ public:
 struct NvmlSettings {
     std::string library = "libnvidia-ml.so.1";  // a path, or a name the dynamic loader searches
 };
+
+struct DrmSettings {
+    std::string sysfs_root = "/sys";
+    std::string proc_root = "/proc";
+};
+
+/// AMD and Intel GPUs (and NVIDIA's open nouveau driver) through the kernel: DRM cards, their hwmon meters
+/// and the DRM client usage stats in /proc/<pid>/fdinfo. nullptr (with `why`) when there is no such card.
+[[nodiscard]] std::unique_ptr<GpuSource> make_drm_source(const DrmSettings& settings, std::string& why);
 
 /// NVIDIA GPUs through NVML, or nullopt (with `why` set to one line for the log) when there is no usable
 /// library, driver or GPU. Never throws for a node without NVIDIA hardware.
