@@ -3,7 +3,13 @@
 // measured by the scripts next to this file (see README.md).
 #include <benchmark/benchmark.h>
 
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include "common/text_io.hpp"
+#include "energy/gpu/gpu_source.hpp"
 #include "frame/frame_builder.hpp"
 #include "sources/proc_stat.hpp"
 #include "sources/procfs_source.hpp"
@@ -78,7 +84,45 @@ void BM_BuildFrame(benchmark::State& state) {
 }
 BENCHMARK(BM_BuildFrame)->Arg(100)->Arg(1000)->Arg(4000)->Unit(benchmark::kMicrosecond);
 
+#ifdef FAKE_NVML_LIBRARY
+/// One interval of the NVML source (energy of every GPU, then their processes and utilization samples)
+/// against the fake libnvidia-ml.so.1 of tests/fakes/nvml: 8 GPUs with 50 processes each. This is the
+/// collector's own side of the calls (the real driver's time inside NVML is not in it); per GPU, divide by 8.
+void BM_NvmlInterval(benchmark::State& state) {
+    const std::filesystem::path scenario = std::filesystem::temp_directory_path() / ("kepler-bench-nvml-" + std::to_string(getpid()) + ".json");
+    {
+        std::ofstream out(scenario);
+        out << R"({"devices": [)";
+        for (int g = 0; g < 8; ++g) {
+            out << (g ? "," : "") << R"({"power_w": 300, "processes": [)";
+            for (int p = 0; p < 50; ++p) out << (p ? "," : "") << R"({"pid": )" << 100000 + g * 50 + p << R"(, "sm_util": )" << 1 + p << "}";
+            out << "]}";
+        }
+        out << "]}";
+    }
+    setenv("FAKE_NVML_SCENARIO", scenario.c_str(), 1);
+    std::string why;
+    std::unique_ptr<GpuSource> gpus = make_nvml_source(NvmlSettings{FAKE_NVML_LIBRARY}, why);
+    if (!gpus) {
+        state.SkipWithError(why.c_str());
+        return;
+    }
+    std::vector<keplershm_zone_sample> samples(gpus->zones().size());
+    std::vector<GpuProcessUse> uses;
+    for (auto _ : state) {
+        gpus->read(samples, 0);
+        gpus->read_usage(uses, 0);
+        benchmark::DoNotOptimize(uses.data());
+    }
+    state.counters["gpus"] = static_cast<double>(gpus->zones().size());
+    state.counters["uses"] = static_cast<double>(uses.size());
+    std::filesystem::remove(scenario);
+}
+BENCHMARK(BM_NvmlInterval)->Unit(benchmark::kMicrosecond);
+#endif
+
 }  // namespace
 }  // namespace kepler::collect
+
 
 BENCHMARK_MAIN();

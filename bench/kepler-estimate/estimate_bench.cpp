@@ -29,7 +29,8 @@ constexpr uint64_t kSecond = 1'000'000'000ull;
 /// private copy. Not thread-safe.
 class SyntheticFrame {
 public:
-    SyntheticFrame(uint32_t processes, uint32_t containers, bool metered) {
+    /// `gpus` GPUs (zones gpu-N after package and DRAM) with kGpuUsers users each: the GPU sections.
+    SyntheticFrame(uint32_t processes, uint32_t containers, bool metered, uint32_t gpus = 0) : gpus_(gpus) {
         keplershm::WriterOptions o;
         o.process_capacity = processes;
         o.workload_capacity = containers;
@@ -46,6 +47,16 @@ public:
             keplershm::set_text(dram.name, "dram-0");
             dram.kind = KEPLERSHM_ZONE_DRAM;
             o.zones = {pkg, dram};
+            for (uint32_t g = 0; g < gpus; ++g) {
+                keplershm_zone_info gpu{};
+                keplershm::set_text(gpu.name, fmt::format("gpu-{}", g));
+                gpu.kind = KEPLERSHM_ZONE_GPU;
+                gpu.socket = g;
+                gpu.power_source = KEPLERSHM_POWER_NVML;
+                o.zones.push_back(gpu);
+            }
+            o.gpu_device_capacity = gpus;
+            o.gpu_usage_capacity = gpus * kGpuUsers;
         }
         name_ = fmt::format("kepest-bench-{}-{}", getpid(), counter_++);
         writer_ = std::make_unique<keplershm::Writer>(name_, o);
@@ -88,14 +99,41 @@ public:
             d.add_zone(keplershm_zone_sample{0, KEPLERSHM_ZONE_VALID, 0, 0, 150'000'000, 0});
             d.add_zone(keplershm_zone_sample{1, KEPLERSHM_ZONE_VALID, 0, 0, 20'000'000, 0});
         }
+        add_gpus(d, processes);
         d.unaccounted().cpu_time_ns = 5'000'000;
         writer_->commit(d);
         if (reader_->next(std::chrono::milliseconds(1000), view_) != keplershm::Status::ok) throw std::runtime_error("frame lost");
         return view_;
     }
     const keplershm::FrameView& view() const { return view_; }
+    static constexpr uint32_t kGpuUsers = 50;
 
 private:
+    /// Each GPU at 300 W used by kGpuUsers processes with different busy times.
+    void add_gpus(keplershm::Draft& d, uint32_t processes) const {
+        for (uint32_t g = 0; g < gpus_; ++g) {
+            keplershm_gpu_device dev{};
+            dev.zone_index = 2 + g;
+            dev.vendor = KEPLERSHM_GPU_NVIDIA;
+            dev.device_index = g;
+            dev.flags = KEPLERSHM_GPU_USAGE_VALID;
+            dev.parent = dev.gpu_instance_id = dev.compute_instance_id = 0xffffffffu;
+            d.add_gpu_device(dev);
+            d.add_zone(keplershm_zone_sample{2 + g, KEPLERSHM_ZONE_VALID, 0, 0, 300'000'000, 0});
+            for (uint32_t u = 0; u < kGpuUsers; ++u) {
+                keplershm_gpu_usage use{};
+                use.process_index = (g * kGpuUsers + u) % processes;
+                use.pid = use.process_index + 1;
+                use.start_time_ticks = 1000 + use.process_index;
+                use.device = g;
+                use.flags = KEPLERSHM_GPU_USE_COMPUTE | KEPLERSHM_GPU_USE_BUSY_VALID;
+                use.busy_ns = (u + 1) * 1'000'000ull;
+                d.add_gpu_usage(use);
+            }
+        }
+    }
+
+    uint32_t gpus_ = 0;
     static inline int counter_ = 0;
     std::string name_;
     std::unique_ptr<keplershm::Writer> writer_;
@@ -133,6 +171,24 @@ void BM_EstimateFrame(benchmark::State& state) {
     state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * processes);
 }
 BENCHMARK(BM_EstimateFrame)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
+
+/// BM_EstimateFrame at 1,000 processes with range(0) GPUs of 50 users each (the GPU sections read,
+/// GPU zones attributed by busy time): against its run with 0 GPUs, what GPUs add to a frame.
+void BM_EstimateFrameWithGpus(benchmark::State& state) {
+    constexpr uint32_t kProcesses = 1000;
+    const auto gpus = static_cast<uint32_t>(state.range(0));
+    SyntheticFrame frame(kProcesses, 500, true, gpus);
+    Estimator estimator(EstimatorOptions{});
+    uint64_t n = 2;
+    for (auto _ : state) {
+        state.PauseTiming();
+        const keplershm::FrameView& view = frame.write(kProcesses, 500, n++);
+        state.ResumeTiming();
+        benchmark::DoNotOptimize(estimator.process(view));
+    }
+    state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * kProcesses);
+}
+BENCHMARK(BM_EstimateFrameWithGpus)->Arg(0)->Arg(8)->Unit(benchmark::kMicrosecond);
 
 /// --publish-estimates, per frame: every model's answer into its segment (measured, the primary, with
 /// 500 workloads x 2 zones = 1,002 rows; curve with 1 row). Segments exist after the first frame.
