@@ -15,7 +15,8 @@ constexpr int32_t kSliceMs = 200;  // longest wait inside the library: bounds st
 constexpr uint32_t kKnownSections[] = {KEPLERSHM_SECTION_PROCESSES, KEPLERSHM_SECTION_WORKLOADS,
                                        KEPLERSHM_SECTION_ZONES,     KEPLERSHM_SECTION_CPUS,
                                        KEPLERSHM_SECTION_STRINGS,   KEPLERSHM_SECTION_UNACCOUNTED,
-                                       KEPLERSHM_SECTION_ESTIMATES};
+                                       KEPLERSHM_SECTION_ESTIMATES, KEPLERSHM_SECTION_GPU_DEVICES,
+                                       KEPLERSHM_SECTION_GPU_USAGE};
 
 keplershm_view empty_view() {
     keplershm_view view{};

@@ -100,6 +100,8 @@ const std::vector<SectionKind>& section_kinds() {
         {"strings", KEPLERSHM_SECTION_STRINGS, 0},
         {"unaccounted", KEPLERSHM_SECTION_UNACCOUNTED, KEPLERSHM_RECORD_UNACCOUNTED},
         {"estimates", KEPLERSHM_SECTION_ESTIMATES, KEPLERSHM_RECORD_ESTIMATE},
+        {"gpu_devices", KEPLERSHM_SECTION_GPU_DEVICES, KEPLERSHM_RECORD_GPU_DEVICE},  // 1.4
+        {"gpu_usage", KEPLERSHM_SECTION_GPU_USAGE, KEPLERSHM_RECORD_GPU_USAGE},
     };
     return kinds;
 }

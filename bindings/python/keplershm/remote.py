@@ -219,8 +219,8 @@ def _records(schema, record_type, section):
 class Subscriber:
     """A subscription to a kepler-feed at ``target`` ("host:port"); iterate it for frames.
 
-    ``sections``: names (processes, workloads, zones, cpus, strings, unaccounted, estimates), or a dict of
-    name → list of fields; default every section with every field. ``containers``, ``pods``,
+    ``sections``: names (processes, workloads, zones, cpus, strings, unaccounted, estimates, gpu_devices,
+    gpu_usage), or a dict of name → list of fields; default every section with every field. ``containers``, ``pods``,
     ``namespaces``: keep only processes of those workloads; ``top_n``: the N busiest processes.
     ``from_sequence``: start at that frame while the feed holds it (0: the newest). ``token``: the
     feed's bearer token; ``tls``: see :func:`channel`. A token is sent in plain text (no ``tls``) only to a
