@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "export/prometheus_export.hpp"
+#include "export/top_view.hpp"
 #include "load/model_spec.hpp"
 #include "pipeline/estimator.hpp"
 #include "support/metric_series.hpp"
@@ -101,6 +102,11 @@ TEST(Gpu, IdleIsTheLowestPowerSeenUnusedAndActivePowerFollowsBusyTime) {
     EXPECT_NEAR(series_value(families, "kepler_node_gpu_active_watts", {{"gpu", "1"}}).value_or(-1), 0.0, 1e-9);
     EXPECT_EQ(series_value(families, "kepler_node_gpu_info", gpu0), 1.0);
     EXPECT_EQ(series_value(families, "kepler_node_gpu_info", {{"gpu", "1"}, {"gpu_uuid", "GPU-test-1"}}), 1.0);
+
+    // The top view has a GPU column: process 100's 180 W of GPU 0 (its CPU share of the package besides).
+    const std::string top = render_top(est, 5);
+    EXPECT_NE(top.find("gpu 0     nvidia NVIDIA H100 80GB HBM3 GPU-test-0"), std::string::npos) << top;
+    EXPECT_NE(top.find("   180.00 W       100"), std::string::npos) << top;
 }
 
 TEST(Gpu, BeforeTheGpuWasSeenUnusedItsIdleIsZeroAndAConfiguredIdleWins) {
