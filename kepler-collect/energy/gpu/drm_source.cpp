@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <map>
 #include <unordered_map>
 
@@ -41,6 +42,7 @@ struct ProcessFds {
     uint64_t scanned_ns = 0;
     std::vector<std::string> drm_fds;
     bool present = false;
+    bool denied = false;  // its descriptors could not be listed (another user's process, no privilege)
 };
 
 struct ClientKey {
@@ -118,6 +120,7 @@ private:
     std::unordered_map<std::string, ProcessFds> processes_;  // by pid
     std::map<ClientKey, ClientCounters> clients_;            // counters at the previous scan
     uint64_t last_scan_ns_ = 0;
+    bool warned_denied_ = false;
 };
 
 void DrmSource::discover(std::vector<std::string>& notes) {
@@ -181,6 +184,7 @@ void DrmSource::rescan_fds(const std::string& pid, ProcessFds& p, uint64_t now) 
     p.drm_fds.clear();
     p.scanned_ns = now;
     const std::string fd_dir = settings_.proc_root + "/" + pid + "/fd";
+    p.denied = access(fd_dir.c_str(), R_OK | X_OK) != 0 && (errno == EACCES || errno == EPERM);
     const std::vector<std::string> fds = list_directory(fd_dir);
     for (size_t i = 0; i < fds.size() && i < kMaxFdsPerProcess; ++i) {
         char target[64];
@@ -250,8 +254,16 @@ void DrmSource::read_usage(std::vector<GpuProcessUse>& out, uint64_t /*frame_end
     }
     std::erase_if(processes_, [](const auto& entry) { return !entry.second.present; });
     clients_ = std::move(seen);
+    // Users are known only when every process could be looked at: a process hidden from this one may be
+    // using a GPU, so "nobody" would be a guess (and would make a busy GPU's power its idle power).
+    const bool complete = std::none_of(processes_.begin(), processes_.end(), [](const auto& entry) { return entry.second.denied; });
+    if (!complete && !warned_denied_) {
+        log_warn("drm: cannot list some processes' file descriptors (run as root, or with CAP_SYS_PTRACE): "
+                 "their GPU use is not seen, and GPU users are published as incomplete");
+    }
+    warned_denied_ = !complete;
     for (keplershm_gpu_device& d : devices_) {
-        d.flags |= KEPLERSHM_GPU_USAGE_VALID;
+        d.flags = complete ? (d.flags | KEPLERSHM_GPU_USAGE_VALID) : (d.flags & ~uint32_t{KEPLERSHM_GPU_USAGE_VALID});
         d.memory_used_bytes = 0;
     }
     for (const auto& [_, use] : uses) {

@@ -5,8 +5,6 @@
 // read. MIG instances are devices of their own (their processes; the driver keeps no utilization samples
 // for them). A GPU that is lost, a driver that restarts its counter, or any NVML error makes that GPU's
 // interval invalid and nothing else: counters never step back and the collector keeps running.
-#include <time.h>
-
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -31,12 +29,6 @@ constexpr uint64_t kMaxSamplePeriodUs = 2'000'000;
 constexpr unsigned kMaxListed = 65536;  // processes or samples one call may return
 
 void set_flag(uint32_t& flags, uint32_t flag, bool on) { flags = on ? (flags | flag) : (flags & ~flag); }
-
-uint64_t realtime_us() {
-    timespec ts{};
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000ull + static_cast<uint64_t>(ts.tv_nsec) / 1000;
-}
 
 struct Gpu {
     nvml::Device handle = nullptr;
@@ -310,8 +302,8 @@ uint64_t NvmlSource::read_processes(nvml::Device handle, uint32_t record, std::v
 
 /// SM time per process since the previous call, from the driver's utilization samples: each sample's
 /// SM share times the span since the sample before it (the driver samples all processes at once, so a
-/// span runs from one sampling time to the next). `measured` is false when the driver keeps no samples
-/// (or this is the first call, whose samples reach back before the collector started).
+/// span runs from one sampling time to the next). `measured` is false when the driver keeps no samples,
+/// and until the first sample the collector sees (whose predecessors reach back before it started).
 std::map<uint32_t, uint64_t> NvmlSource::sm_busy_ns(Gpu& gpu, bool& measured) {
     std::map<uint32_t, uint64_t> busy;
     measured = false;
@@ -328,8 +320,11 @@ std::map<uint32_t, uint64_t> NvmlSource::sm_busy_ns(Gpu& gpu, bool& measured) {
     if (rc != nvml::kSuccess && rc != nvml::kErrorNotFound) return busy;
     std::span<nvml::ProcessUtilizationSample> taken(samples_.data(), rc == nvml::kSuccess ? std::min<size_t>(count, samples_.size()) : 0);
     std::sort(taken.begin(), taken.end(), [](const auto& a, const auto& b) { return a.timeStamp < b.timeStamp; });
-    if (first) {  // the samples reach back before this collector: only where to start from is kept
-        gpu.last_seen_us = std::max<uint64_t>(realtime_us(), taken.empty() ? 0 : taken.back().timeStamp);
+    if (first) {
+        // The samples reach back before this collector: only where to start from is kept, in the driver's
+        // own time stamps (never mixed with this process's clock). Until the driver has a sample there is
+        // no starting point, and nothing is measured.
+        if (!taken.empty()) gpu.last_seen_us = taken.back().timeStamp;
         return busy;
     }
     measured = true;  // NOT_FOUND: nothing ran since the last call, all zero
