@@ -1,6 +1,8 @@
 // Frames as readers see them: a real Writer publishes what build_frame filled, a real Reader reads it.
 // Unaccounted time is reported (never spread onto processes), truncation keeps the busiest processes,
 // workloads are shared and named from the pod metadata.
+#include <cstring>
+
 #include <gtest/gtest.h>
 
 #include "frame/frame_builder.hpp"
@@ -212,6 +214,66 @@ TEST_F(FrameBuilderTest, ZonesAndTheEnergyMetricBit) {
     EXPECT_TRUE(f.header().metric_mask & KEPLERSHM_METRIC_ENERGY);
     EXPECT_FALSE(f.header().metric_mask & KEPLERSHM_METRIC_NODE_CPU) << "no /proc/stat reading this interval";
     EXPECT_EQ(f.segment().zone_count, 2u);
+}
+
+TEST_F(FrameBuilderTest, GpuDevicesCopiedAndUsesResolvedToPublishedProcesses) {
+    SourceSample sample;
+    sample.processes = {process(30, 5, "trainer"), process(31, 4, "viewer")};
+    std::vector<keplershm_gpu_device> devices(2);
+    devices[0].zone_index = 0;
+    devices[0].vendor = KEPLERSHM_GPU_NVIDIA;
+    devices[0].flags = KEPLERSHM_GPU_MIG_ENABLED | KEPLERSHM_GPU_USAGE_VALID;
+    devices[0].parent = devices[0].gpu_instance_id = devices[0].compute_instance_id = 0xffffffffu;
+    devices[0].power_limit_mw = 700'000;
+    devices[0].memory_used_bytes = 4096;
+    keplershm::set_text(devices[0].uuid, "GPU-frame-test-0");
+    keplershm::set_text(devices[0].name, "NVIDIA H100 80GB HBM3");
+    keplershm::set_text(devices[0].pci_bus_id, "00000000:17:00.0");
+    devices[1] = devices[0];
+    devices[1].flags = KEPLERSHM_GPU_MIG_INSTANCE | KEPLERSHM_GPU_USAGE_VALID;
+    devices[1].parent = 0;
+    devices[1].gpu_instance_id = 3;
+    devices[1].compute_instance_id = 0;
+    keplershm::set_text(devices[1].uuid, "MIG-frame-test-1");
+    const std::vector<GpuProcessUse> uses = {
+        {31, 1, 250'000'000, 4096, KEPLERSHM_GPU_USE_COMPUTE | KEPLERSHM_GPU_USE_BUSY_VALID},  // published
+        {77, 0, 0, 1024, KEPLERSHM_GPU_USE_GRAPHICS},                                          // not in this frame
+    };
+    keplershm_zone_info gpu_zone{};
+    keplershm::set_text(gpu_zone.name, "gpu-0");
+    gpu_zone.kind = KEPLERSHM_ZONE_GPU;
+    gpu_zone.power_source = KEPLERSHM_POWER_NVML;
+    options_.zones = {gpu_zone};
+    options_.gpu_device_capacity = 2;
+    options_.gpu_usage_capacity = 4;
+    FrameInputs in;
+    in.sample = &sample;
+    in.gpu_devices = &devices;
+    in.gpu_usage = &uses;
+    const keplershm::FrameView f = publish(in);
+
+    ASSERT_EQ(f.gpu_devices().size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+        EXPECT_EQ(std::memcmp(&f.gpu_devices()[i], &devices[i], sizeof(keplershm_gpu_device)), 0) << "device " << i << " as given";
+    }
+    EXPECT_EQ(keplershm::get_text(f.gpu_devices()[1].uuid), "MIG-frame-test-1");
+    ASSERT_EQ(f.gpu_usage().size(), 2u);
+    const keplershm_gpu_usage& seen = f.gpu_usage()[0];
+    EXPECT_EQ(seen.pid, 31u);
+    EXPECT_EQ(seen.device, 1u);
+    ASSERT_LT(seen.process_index, f.processes().size());
+    EXPECT_EQ(f.processes()[seen.process_index].pid, 31u) << "process_index names the use's own process";
+    EXPECT_EQ(seen.start_time_ticks, 1031u) << "the process key's start time, from the published record";
+    EXPECT_EQ(seen.busy_ns, 250'000'000u);
+    EXPECT_EQ(seen.memory_bytes, 4096u);
+    EXPECT_EQ(seen.flags, uint32_t{KEPLERSHM_GPU_USE_COMPUTE | KEPLERSHM_GPU_USE_BUSY_VALID});
+    const keplershm_gpu_usage& unseen = f.gpu_usage()[1];
+    EXPECT_EQ(unseen.pid, 77u);
+    EXPECT_EQ(unseen.device, 0u);
+    EXPECT_EQ(unseen.process_index, 0xffffffffu) << "not among the frame's processes";
+    EXPECT_EQ(unseen.start_time_ticks, 0u);
+    EXPECT_EQ(unseen.memory_bytes, 1024u);
+    EXPECT_EQ(unseen.flags, uint32_t{KEPLERSHM_GPU_USE_GRAPHICS});
 }
 
 }  // namespace
