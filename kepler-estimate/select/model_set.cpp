@@ -30,6 +30,20 @@ struct ModelSet::Entry {
 };
 
 namespace {
+/// Whether an answer holds the CPU side of the node (a meter of GPUs alone does not: a GPU VM without RAPL).
+bool has_cpu_side(const NodeEnergy& answer) {
+    return std::any_of(answer.zones.begin(), answer.zones.end(), [](const ZoneEnergy& z) { return z.zone.kind != ZoneKind::gpu; });
+}
+
+/// GPUs are measured whenever the node measures them: a model that estimates the CPU side gets the meter's
+/// GPU zones (no model of this estimator predicts a GPU).
+void add_measured_gpus(NodeEnergy& primary, const NodeEnergy& measured) {
+    if (std::any_of(primary.zones.begin(), primary.zones.end(), [](const ZoneEnergy& z) { return z.zone.kind == ZoneKind::gpu; })) return;
+    for (const ZoneEnergy& z : measured.zones) {
+        if (z.zone.kind == ZoneKind::gpu) primary.zones.push_back(z);
+    }
+}
+
 std::string no_answer_reason(const ModelSet::Entry& e) {
     switch (e.spec.kind) {
         case ModelSpec::Kind::measured: return "no valid meter reading in the frame";
@@ -279,8 +293,11 @@ ModelSet::Choice ModelSet::choose(const std::vector<std::optional<NodeEnergy>>& 
         if (answers[i]) return Choice{i, "primary (--primary)"};
         primary_note = fmt::format("; primary {} gave no answer", *primary_);
     }
+    // A meter of GPUs alone is no meter of the node: a model answers for the CPU side where one can.
+    const bool cpu_answer = std::any_of(answers.begin(), answers.end(), [](const auto& a) { return a && has_cpu_side(*a); });
     for (size_t i = 0; i < entries_.size(); ++i) {
-        if (answers[i] && (!choice.index || rank(*entries_[i], node) < rank(*entries_[*choice.index], node))) choice.index = i;
+        if (!answers[i] || (cpu_answer && !has_cpu_side(*answers[i]))) continue;
+        if (!choice.index || rank(*entries_[i], node) < rank(*entries_[*choice.index], node)) choice.index = i;
     }
     if (!choice.index) return choice;
     const Entry& c = *entries_[*choice.index];
@@ -290,6 +307,8 @@ ModelSet::Choice ModelSet::choose(const std::vector<std::optional<NodeEnergy>>& 
         choice.why = fmt::format("no meter; {}", static_cast<const KeplerModel&>(*c.model).note());
     else if (c.spec.kind == ModelSpec::Kind::xgboost) choice.why = fmt::format("no meter; best model for this cpu ({})", to_string(c.model->cpu_match(node)));
     else choice.why = "fallback: no meter and no eligible trained model";
+    const bool gpu_meter = std::any_of(answers.begin(), answers.end(), [](const auto& a) { return a && !has_cpu_side(*a); });
+    if (gpu_meter && c.spec.kind != ModelSpec::Kind::measured) choice.why += "; GPUs measured (the meter has no CPU side)";
     choice.why += primary_note;
     return choice;
 }
@@ -321,6 +340,7 @@ ModelSetResult ModelSet::estimate(const FrameInput& in) {
     if (choice.index) {
         result.primary = answers[*choice.index];  // the one answer needed twice
         result.primary_name = entries_[*choice.index]->spec.name;
+        if (meter && *choice.index != *meter) add_measured_gpus(*result.primary, *answers[*meter]);
     }
     for (size_t i = 0; i < entries_.size(); ++i) {
         if (!answers[i]) continue;

@@ -170,4 +170,27 @@ TEST(Gpu, EnergyIsConservedPerDeviceUnderEveryIdlePolicy) {
     }
 }
 
+TEST(Gpu, AMeterOfGpusAloneLeavesTheCpuToAModelAndTheGpusStayMeasured) {
+    // A GPU VM: no RAPL, one GPU zone. The curve estimates the CPU; the GPU is the meter's.
+    keplershm::WriterOptions o = node_options(4, kProcfsMetrics, {gpu_zone(0)});
+    o.gpu_device_capacity = 1;
+    o.gpu_usage_capacity = 4;
+    Feed feed(o, "gpu-vm");
+    EstimatorOptions options;
+    options.idle_policy = IdlePolicy::none;
+    options.model_set.gpu_idle = parse_gpu_idle_watts("50");
+    Estimator est(options);
+    TestFrame f = simple_frame(kSecond, kSecond, {kSecond / 2, kSecond / 4}, {250 * kJoule});
+    f.gpu_devices = {device(0)};
+    f.gpu_devices[0].zone_index = 0;
+    f.gpu_usage = {use(101, 1, 0, 100'000'000)};
+    ASSERT_TRUE(est.process(feed.frame(f)));
+    EXPECT_EQ(est.primary_model(), "curve");
+    const auto families = collect(PrometheusExport(est, kepler010_with_processes()));
+    EXPECT_NEAR(series_value(families, "kepler_node_gpu_joules_total", {{"gpu", "0"}}).value_or(-1), 250.0, 1e-6);
+    EXPECT_GT(series_sum(families, "kepler_node_cpu_joules_total", {{"zone", "package"}}), 0.0) << "the curve's CPU estimate";
+    EXPECT_NEAR(process_gpu_joules(families, 101), 200.0, 1e-6);
+    EXPECT_NEAR(process_gpu_joules(families, 100), 0.0, 1e-9);
+}
+
 }  // namespace
