@@ -86,7 +86,8 @@ private:
     bool failed(Gpu& gpu, nvml::Return rc, const char* call);
     void read_gpu_usage(Gpu& gpu, std::vector<GpuProcessUse>& out);
     uint64_t read_processes(nvml::Device handle, uint32_t record, std::vector<GpuProcessUse>& out);
-    bool list_processes(nvml::DeviceGetProcessesFn call, nvml::Device handle);
+    enum class Listing { listed, none_of_this_kind, failed };
+    Listing list_processes(nvml::DeviceGetProcessesFn call, nvml::Device handle);
     std::map<uint32_t, uint64_t> sm_busy_ns(Gpu& gpu, bool& measured);
 
     std::unique_ptr<nvml::Library> lib_;
@@ -250,35 +251,39 @@ void NvmlSource::read_energy(Gpu& gpu, keplershm_zone_sample& sample) {
     sample.energy_total_uj = gpu.total_uj;
 }
 
-/// Fills processes_ from one of the *RunningProcesses_v3 calls (its two-call size protocol); false when
-/// the call is missing or failed.
-bool NvmlSource::list_processes(nvml::DeviceGetProcessesFn call, nvml::Device handle) {
+/// Fills processes_ from one of the *RunningProcesses_v3 calls (its two-call size protocol). A call the
+/// driver lacks or does not support for this device lists no process of its kind; any other error leaves
+/// the device's users unknown.
+NvmlSource::Listing NvmlSource::list_processes(nvml::DeviceGetProcessesFn call, nvml::Device handle) {
     processes_.clear();
-    if (call == nullptr) return false;
+    if (call == nullptr) return Listing::none_of_this_kind;
     for (int attempt = 0; attempt < 3; ++attempt) {
         unsigned count = static_cast<unsigned>(processes_.capacity() == 0 ? 64 : processes_.capacity());
         processes_.resize(count);
         const nvml::Return rc = call(handle, &count, processes_.data());
         if (rc == nvml::kSuccess) {
             processes_.resize(std::min<size_t>(count, processes_.size()));
-            return true;
+            return Listing::listed;
         }
         processes_.clear();
-        if (rc != nvml::kErrorInsufficientSize || count > kMaxListed) return false;
+        if (rc == nvml::kErrorNotSupported) return Listing::none_of_this_kind;
+        if (rc != nvml::kErrorInsufficientSize || count > kMaxListed) return Listing::failed;
         processes_.reserve(count + count / 4 + 8);  // more may start between the two calls
     }
-    return false;
+    return Listing::failed;
 }
 
 /// The running processes of a device (a GPU outside MIG, or a MIG instance) into `out`, each flagged
 /// compute/graphics with its memory; returns the memory they hold. Sets the record's USAGE_VALID when the
-/// driver answered.
+/// driver listed its processes and no list failed.
 uint64_t NvmlSource::read_processes(nvml::Device handle, uint32_t record, std::vector<GpuProcessUse>& out) {
     std::map<uint32_t, GpuProcessUse> users;
-    bool answered = false;
+    bool answered = false, failed = false;
     for (const auto& [call, flag] : {std::pair{lib_->compute_processes, KEPLERSHM_GPU_USE_COMPUTE},
                                      std::pair{lib_->graphics_processes, KEPLERSHM_GPU_USE_GRAPHICS}}) {
-        if (!list_processes(call, handle)) continue;
+        const Listing listing = list_processes(call, handle);
+        failed |= listing == Listing::failed;
+        if (listing != Listing::listed) continue;
         answered = true;
         for (const nvml::ProcessInfo& p : processes_) {
             GpuProcessUse& use = users[p.pid];
@@ -290,7 +295,7 @@ uint64_t NvmlSource::read_processes(nvml::Device handle, uint32_t record, std::v
         }
     }
     keplershm_gpu_device& d = devices_[record];
-    set_flag(d.flags, KEPLERSHM_GPU_USAGE_VALID, answered);
+    set_flag(d.flags, KEPLERSHM_GPU_USAGE_VALID, answered && !failed);
     uint64_t memory = 0;
     for (const auto& [pid, use] : users) {
         memory += use.memory_bytes;

@@ -341,6 +341,22 @@ TEST(NvmlSource, ProcessesWithTheirSmTimeMemoryAndContexts) {
     EXPECT_EQ(source->devices()[0].memory_used_bytes, 3 * kGiB + (512ull << 20));
 }
 
+TEST(NvmlSource, AProcessListThatFailsLeavesTheUsersUnknownAndAnUnsupportedOneDoesNot) {
+    json scenario_json = gpus({{{"power_w", 100}, {"processes", json::array({{{"pid", 1001}, {"type", "compute"}, {"sm_util", 10}}})}}});
+    for (const auto& [code, complete] : {std::pair{999, false}, std::pair{3, true}}) {  // NVML_ERROR_UNKNOWN, NOT_SUPPORTED
+        SCOPED_TRACE(code);
+        scenario_json["devices"][0]["errors"] = {{"nvmlDeviceGetGraphicsRunningProcesses_v3", code}};
+        Scenario scenario(scenario_json);
+        const auto source = load();
+        ASSERT_NE(source, nullptr);
+        std::vector<GpuProcessUse> uses;
+        source->read_usage(uses, monotonic_now_ns());
+        EXPECT_EQ(by_pid(uses).count(1001), 1u) << "the compute list still names its process";
+        EXPECT_EQ((source->devices()[0].flags & KEPLERSHM_GPU_USAGE_VALID) != 0, complete)
+            << "a failed list may have missed a user: the GPU is not 'used by these alone'";
+    }
+}
+
 TEST(NvmlSource, MigInstancesAreDevicesWithTheirOwnProcessesAndNoBusyTime) {
     Scenario scenario(gpus({{{"power_w", 400},
                              {"mig_mode", 1},
