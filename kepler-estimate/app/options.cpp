@@ -39,7 +39,9 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
     app.add_option("--retention", o.retention_s, "seconds after which series of workloads that are gone are dropped")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
-    app.add_flag("--process-metrics", o.process_metrics, "export kepler_process_* series");
+    auto* process_metrics = app.add_flag("--process-metrics,!--no-process-metrics", o.process_metrics,
+                                         "export kepler_process_* series (default: on under kepler-0.10 names, as Kepler's "
+                                         "default metricsLevel has them; off under kepler-0.7 only)");
     app.add_option("--metric-names", o.metric_names,
                    "Kepler name set: kepler-0.7 (kepler_container_joules_total, ...), kepler-0.10 "
                    "(kepler_container_cpu_joules_total, ...) or both")
@@ -86,6 +88,7 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
         return std::nullopt;
     }
     o.listen_given = listen->count() > 0;
+    if (process_metrics->count() == 0) o.process_metrics = o.metric_names != "kepler-0.7";
     return o;
 }
 

@@ -214,3 +214,19 @@ TEST(MetricNamesOption, ParsesTheThreeSetsAndRejectsOthers) {
     EXPECT_NE(code, 0);
     EXPECT_NE(err.find("kepler-1.0"), std::string::npos) << err;
 }
+
+TEST(KeplerNames, ProcessSeriesAreOnByDefaultUnderKepler010NamesAsKeplersMetricsLevelHasThem) {
+    auto process_metrics = [](std::vector<std::string> args) {
+        std::vector<char*> argv;
+        for (std::string& a : args) argv.push_back(a.data());
+        int code = 0;
+        const auto options = parse_options(static_cast<int>(argv.size()), argv.data(), code);
+        if (!options) throw std::runtime_error("options refused");
+        return export_options(*options).process_metrics;
+    };
+    EXPECT_FALSE(process_metrics({"kepler-estimate", "--replay", "x"})) << "Kepler 0.7 names: off, as Kepler 0.7";
+    EXPECT_TRUE(process_metrics({"kepler-estimate", "--replay", "x", "--metric-names", "kepler-0.10"}));
+    EXPECT_TRUE(process_metrics({"kepler-estimate", "--replay", "x", "--metric-names", "both"}));
+    EXPECT_FALSE(process_metrics({"kepler-estimate", "--replay", "x", "--metric-names", "kepler-0.10", "--no-process-metrics"}));
+    EXPECT_TRUE(process_metrics({"kepler-estimate", "--replay", "x", "--process-metrics"}));
+}
