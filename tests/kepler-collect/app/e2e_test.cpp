@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "keplershm/keplershm.hpp"
+#include "app/collector_process.hpp"
 #include "test_support.hpp"
 
 namespace kepler::collect {
@@ -25,60 +26,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::BusyChild;
+using testing::Collector;
 using testing::TempDir;
-
-/// The collector as a child process, its stderr kept in a file for the failure messages.
-class Collector {
-public:
-    Collector(const std::vector<std::string>& args, std::optional<uid_t> run_as = std::nullopt) {
-        log_path_ = (dir_.path() / "stderr.log").string();
-        pid_ = fork();
-        if (pid_ == 0) {
-            const int fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            dup2(fd, STDERR_FILENO);
-            dup2(fd, STDOUT_FILENO);
-            if (run_as && (setgid(*run_as) != 0 || setuid(*run_as) != 0)) _exit(126);
-            std::vector<std::string> all{KEPLER_COLLECT_BINARY};
-            all.insert(all.end(), args.begin(), args.end());
-            std::vector<char*> argv;
-            for (std::string& a : all) argv.push_back(a.data());
-            argv.push_back(nullptr);
-            execv(argv[0], argv.data());
-            _exit(127);
-        }
-    }
-    ~Collector() {
-        if (pid_ > 0) {
-            kill(pid_, SIGKILL);
-            waitpid(pid_, nullptr, 0);
-        }
-    }
-    pid_t pid() const { return pid_; }
-    /// Sends `signal` and returns the exit status (-1 if it did not exit within 10 s).
-    int stop(int signal = SIGTERM) {
-        kill(pid_, signal);
-        for (int i = 0; i < 1000; ++i) {
-            int status = 0;
-            if (waitpid(pid_, &status, WNOHANG) == pid_) {
-                pid_ = -1;
-                return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-            }
-            testing::sleep_ms(10);
-        }
-        return -1;
-    }
-    std::string log() const {
-        std::ifstream in(log_path_);
-        std::stringstream text;
-        text << in.rdbuf();
-        return text.str();
-    }
-
-private:
-    TempDir dir_;
-    std::string log_path_;
-    pid_t pid_ = -1;
-};
 
 /// Opens the segment once the collector has created it (generous bound: start-up loads eBPF).
 // Waits while the segment is missing or not yet published; any other refusal (an owner or mode the

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "keplershm/keplershm.hpp"
+#include "app/collector_process.hpp"
 #include "test_support.hpp"
 
 namespace kepler::collect {
@@ -28,64 +29,11 @@ namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
 using testing::BusyChild;
+using testing::Collector;
 using testing::TempDir;
 
 constexpr uint32_t kNone = 0xffffffffu;
 constexpr uint64_t kGiB = 1ull << 30;
-
-/// The collector as a child process (it inherits this process's environment, FAKE_NVML_SCENARIO
-/// included), its stdout and stderr kept in a file for the failure messages.
-class Collector {
-public:
-    explicit Collector(const std::vector<std::string>& args) {
-        log_path_ = (dir_.path() / "stderr.log").string();
-        pid_ = fork();
-        if (pid_ == 0) {
-            const int fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            dup2(fd, STDERR_FILENO);
-            dup2(fd, STDOUT_FILENO);
-            std::vector<std::string> all{KEPLER_COLLECT_BINARY};
-            all.insert(all.end(), args.begin(), args.end());
-            std::vector<char*> argv;
-            for (std::string& a : all) argv.push_back(a.data());
-            argv.push_back(nullptr);
-            execv(argv[0], argv.data());
-            _exit(127);
-        }
-    }
-    Collector(const Collector&) = delete;
-    Collector& operator=(const Collector&) = delete;
-    ~Collector() {
-        if (pid_ > 0) {
-            kill(pid_, SIGKILL);
-            waitpid(pid_, nullptr, 0);
-        }
-    }
-    /// SIGTERM, then the exit status (-1 if it did not exit within 10 s).
-    int stop() {
-        kill(pid_, SIGTERM);
-        for (int i = 0; i < 1000; ++i) {
-            int status = 0;
-            if (waitpid(pid_, &status, WNOHANG) == pid_) {
-                pid_ = -1;
-                return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-            }
-            testing::sleep_ms(10);
-        }
-        return -1;
-    }
-    [[nodiscard]] std::string log() const {
-        std::ifstream in(log_path_);
-        std::stringstream text;
-        text << in.rdbuf();
-        return text.str();
-    }
-
-private:
-    TempDir dir_;
-    std::string log_path_;
-    pid_t pid_ = -1;
-};
 
 keplershm::Reader open_when_ready(const std::string& name, const Collector& collector) {
     for (int i = 0; i < 1500; ++i) {
