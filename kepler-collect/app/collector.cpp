@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <unordered_set>
 
 #include "support/log/log.hpp"
 #include "common/text_io.hpp"
@@ -17,6 +18,7 @@
 #include "frame/node_info.hpp"
 #include "kepler_collect/collector.hpp"
 #include "keplershm/keplershm.hpp"
+#include "sources/proc_stat.hpp"
 #include "sources/process_source.hpp"
 #include "support/version/build_info.hpp"
 #include "workloads/kube_metadata.hpp"
@@ -183,6 +185,26 @@ EnergyMeter discover_meter(const CollectorOptions& o, const std::string& node) {
     return meter;
 }
 
+/// GPU users that ran no CPU in the interval (a process waiting on its GPU sleeps), which the source leaves
+/// out, join the sample with no CPU time: without a record of theirs in the frame, their GPU energy would
+/// go to the unaccounted part instead of to them and their containers. Users gone from /proc stay pid-only.
+void add_idle_gpu_users(SourceSample& sample, const std::vector<GpuProcessUse>& usage, const std::string& proc_root) {
+    if (usage.empty()) return;
+    std::unordered_set<uint32_t> listed;
+    listed.reserve(sample.processes.size());
+    for (const ProcessActivity& p : sample.processes) listed.insert(p.key.pid);
+    for (const GpuProcessUse& use : usage) {
+        if (!listed.insert(use.pid).second) continue;
+        const std::optional<ProcPidStat> stat =
+            parse_proc_pid_stat(read_text_file(proc_root + "/" + std::to_string(use.pid) + "/stat", 4096).text);
+        if (!stat) continue;
+        ProcessActivity a;
+        a.key = ProcessKey{stat->pid, stat->start_ticks};
+        a.set_comm(stat->comm);
+        sample.processes.push_back(a);
+    }
+}
+
 /// Where one interval ends and the next begins (CLOCK_MONOTONIC and realtime of the same instant).
 struct IntervalEdge {
     uint64_t monotonic_ns = 0;
@@ -198,7 +220,8 @@ public:
           edge_{monotonic_now_ns(), realtime_now_ns()},
           meter_(discover_meter(o, node)),
           metadata_(make_metadata(o, node)),
-          resolver_(o.proc_root, WorkloadResolver::kDefaultRefreshSamples, o.docker_data_root) {
+          resolver_(o.proc_root, WorkloadResolver::kDefaultRefreshSamples, o.docker_data_root),
+          proc_root_(o.proc_root) {
         log_info("source: {}", source_->describe());
     }
 
@@ -213,6 +236,7 @@ public:
         const IntervalEdge end{sample.read_time_ns, sample.read_time_ns + (realtime_now_ns() - monotonic_now_ns())};
         const std::vector<keplershm_zone_sample> zones = meter_.read(end.monotonic_ns);
         meter_.read_gpus(gpu_devices_, gpu_usage_, end.monotonic_ns);
+        add_idle_gpu_users(sample, gpu_usage_, proc_root_);
         const std::vector<std::shared_ptr<const CgroupWorkload>> workloads = resolve_workloads(sample);
         const std::shared_ptr<const PodIndex> pods = metadata_ ? metadata_->snapshot() : nullptr;
 
@@ -273,6 +297,7 @@ private:
     std::vector<GpuProcessUse> gpu_usage_;
     std::unique_ptr<KubeMetadata> metadata_;
     WorkloadResolver resolver_;
+    std::string proc_root_;
 };
 
 int collect(const CollectorOptions& o, const sigset_t& signals) {
