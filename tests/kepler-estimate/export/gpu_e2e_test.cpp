@@ -1,0 +1,289 @@
+// End to end, GPUs: the real collector loads the fake libnvidia-ml.so.1 (tests/fakes/nvml) with two GPUs,
+// three child processes of this test live in two containers of one pod (real cgroup v2 directories named
+// as kubelet and containerd name them), the kepler-estimate binary splits each GPU's active power by the
+// processes' SM time, and a real Prometheus server scrapes it. Per process, container and pod the GPU
+// watts are the expected split within 1 %; the node's GPU energy is the processes' plus the idle part
+// (--idle-policy none keeps idle on the node); no GPU series is negative.
+//
+// GPU 0 draws 300 W, GPU 1 60 W, both idle at 60 W (--gpu-idle-watts): GPU 0's 240 W active go 3:1 to
+// A (SM 60 %) and B (SM 20 %); GPU 1 has no active power, so C (SM 30 %) gets none. A is container 1's,
+// B and C container 2's. The children sleep: they use no CPU at all, as a process waiting on its GPU.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "support/prometheus_server.hpp"
+#include "support/subprocess.hpp"
+#include "support/test_frames.hpp"
+
+using namespace estimate_test;
+namespace fs = std::filesystem;
+
+#if defined(COLLECT_BINARY) && defined(FAKE_NVML_LIBRARY)
+namespace {
+
+std::string random_hex(size_t digits) {
+    static std::mt19937_64 rng{std::random_device{}()};
+    std::string out;
+    while (out.size() < digits) out += fmt::format("{:016x}", rng());
+    return out.substr(0, digits);
+}
+
+/// The mount point of the cgroup v2 hierarchy (its root, not a namespace's subtree): /sys/fs/cgroup on a
+/// unified host, /sys/fs/cgroup/unified on a hybrid one. Empty when none is mounted.
+fs::path cgroup2_mount() {
+    std::ifstream in("/proc/self/mountinfo");
+    for (std::string line; std::getline(in, line);) {
+        const size_t dash = line.find(" - ");
+        if (dash == std::string::npos) continue;
+        std::istringstream left(line.substr(0, dash)), right(line.substr(dash + 3));
+        std::string id, parent, dev, root, mount_point, fstype;
+        left >> id >> parent >> dev >> root >> mount_point;
+        right >> fstype;
+        if (fstype == "cgroup2" && root == "/" && fs::exists(fs::path(mount_point) / "cgroup.controllers")) return mount_point;
+    }
+    return {};
+}
+
+/// Children of this test that only sleep, each moved into a container scope of one fake Kubernetes pod:
+/// kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod<uid>.slice/cri-containerd-<id>.scope,
+/// the systemd driver's layout under cgroup v2 (tests/kepler-collect/fixtures/cgroup_paths.tsv). The uid
+/// and ids are random, so parallel runs do not meet. At destruction the children are killed and reaped and
+/// the pod's cgroups removed, leaf to root (the shared slices only when no other run still uses them).
+class FakePod {
+public:
+    FakePod(const fs::path& cgroup_root, size_t containers) {
+        pod_uid_ = fmt::format("{}-{}-{}-{}-{}", random_hex(8), random_hex(4), random_hex(4), random_hex(4), random_hex(12));
+        std::string systemd_uid = pod_uid_;
+        std::replace(systemd_uid.begin(), systemd_uid.end(), '-', '_');
+        const fs::path qos = cgroup_root / "kubepods.slice/kubepods-besteffort.slice";
+        pod_dir_ = qos / fmt::format("kubepods-besteffort-pod{}.slice", systemd_uid);
+        dirs_ = {cgroup_root / "kubepods.slice", qos, pod_dir_};
+        for (size_t i = 0; i < containers; ++i) {
+            container_ids_.push_back(random_hex(64));
+            dirs_.push_back(pod_dir_ / fmt::format("cri-containerd-{}.scope", container_ids_.back()));
+        }
+        for (const fs::path& d : dirs_) {
+            std::error_code ec;
+            fs::create_directory(d, ec);
+            if (ec) {
+                why_ = fmt::format("cannot create {}: {}", d.string(), ec.message());
+                return;
+            }
+        }
+    }
+
+    ~FakePod() {
+        for (const pid_t pid : pids_) kill(pid, SIGKILL);
+        for (const pid_t pid : pids_) waitpid(pid, nullptr, 0);
+        for (auto d = dirs_.rbegin(); d != dirs_.rend(); ++d) {
+            // An emptied cgroup can stay busy for a moment after its last task was reaped.
+            for (int attempt = 0; attempt < 50 && ::rmdir(d->c_str()) != 0 && errno == EBUSY; ++attempt) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            }
+        }
+    }
+    FakePod(const FakePod&) = delete;
+    FakePod& operator=(const FakePod&) = delete;
+
+    /// "" when the pod's cgroups exist, else why not.
+    [[nodiscard]] const std::string& why_not() const { return why_; }
+
+    /// Starts a sleeping child in container `container`; its pid, or -1 with why_not() saying why.
+    pid_t add_process(size_t container) {
+        const pid_t pid = fork();
+        if (pid < 0) {
+            why_ = "fork failed";
+            return -1;
+        }
+        if (pid == 0) {
+            for (;;) pause();  // no CPU at all: a process waiting on its GPU
+        }
+        pids_.push_back(pid);
+        const fs::path procs = dirs_.at(3 + container) / "cgroup.procs";
+        std::ofstream out(procs);
+        out << pid << std::flush;
+        if (!out) why_ = fmt::format("cannot move pid {} into {}: {}", pid, procs.string(), std::strerror(errno));
+        return out ? pid : -1;
+    }
+
+    [[nodiscard]] const std::string& pod_uid() const { return pod_uid_; }
+    [[nodiscard]] const std::string& container_id(size_t i) const { return container_ids_.at(i); }
+    [[nodiscard]] std::string cgroup_of(pid_t pid) const { return read_file(fmt::format("/proc/{}/cgroup", pid)); }
+
+private:
+    std::string pod_uid_;
+    fs::path pod_dir_;
+    std::vector<fs::path> dirs_;  // kubepods.slice, the QoS slice, the pod's slice, its container scopes
+    std::vector<std::string> container_ids_;
+    std::vector<pid_t> pids_;
+    std::string why_;
+};
+
+/// FAKE_NVML_SCENARIO for the children this test starts (the collector inherits it); unset at destruction.
+class ScenarioEnv {
+public:
+    explicit ScenarioEnv(const fs::path& file) { setenv("FAKE_NVML_SCENARIO", file.c_str(), 1); }
+    ~ScenarioEnv() { unsetenv("FAKE_NVML_SCENARIO"); }
+    ScenarioEnv(const ScenarioEnv&) = delete;
+    ScenarioEnv& operator=(const ScenarioEnv&) = delete;
+};
+
+void write_scenario(const fs::path& file, const nlohmann::json& scenario) {
+    const fs::path tmp = file.string() + ".tmp";
+    std::ofstream(tmp) << scenario.dump(2);
+    fs::rename(tmp, file);  // the fake never reads half a file
+}
+
+nlohmann::json gpu_process(pid_t pid, unsigned sm_util) {
+    return {{"pid", pid}, {"type", "compute"}, {"used_memory_bytes", 1ull << 30}, {"sm_util", sm_util}};
+}
+
+constexpr const char* kUuid0 = "GPU-e2e0e2e0-0000-4000-8000-000000000000";
+constexpr const char* kUuid1 = "GPU-e2e0e2e0-0000-4000-8000-000000000001";
+constexpr const char* kGpuName = "NVIDIA H100 80GB HBM3";
+
+TEST(GpuEndToEnd, ProcessContainerAndPodGetTheirShareOfEachGpuAndEnergyIsConserved) {
+    if (!fs::exists("/usr/bin/prometheus")) GTEST_SKIP() << "no Prometheus server (Debian package prometheus)";
+    if (geteuid() != 0) GTEST_SKIP() << "not root: placing processes in cgroups needs it";
+    const fs::path cgroup_root = cgroup2_mount();
+    if (cgroup_root.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy mounted (cgroup.controllers at the root of a cgroup2 mount)";
+
+    TempDir dir;
+    FakePod pod(cgroup_root, 2);
+    if (!pod.why_not().empty()) GTEST_SKIP() << "cannot make a pod's cgroups: " << pod.why_not();
+    const pid_t a = pod.add_process(0);
+    const pid_t b = a > 0 ? pod.add_process(1) : -1;
+    const pid_t c = b > 0 ? pod.add_process(1) : -1;
+    if (c < 0) GTEST_SKIP() << "cannot place processes in cgroups (v1 host, or no permission): " << pod.why_not();
+    ASSERT_NE(pod.cgroup_of(a).find(pod.container_id(0)), std::string::npos) << pod.cgroup_of(a);
+    ASSERT_NE(pod.cgroup_of(c).find(pod.container_id(1)), std::string::npos) << pod.cgroup_of(c);
+
+    const fs::path scenario = dir.path() / "scenario.json";
+    write_scenario(scenario, {{"devices",
+                               {{{"uuid", kUuid0}, {"name", kGpuName}, {"power_w", 300}, {"power_limit_w", 700},
+                                 {"processes", {gpu_process(a, 60), gpu_process(b, 20)}}},
+                                {{"uuid", kUuid1}, {"name", kGpuName}, {"power_w", 60}, {"power_limit_w", 700},
+                                 {"processes", {gpu_process(c, 30)}}}}}});
+    const ScenarioEnv env(scenario);
+
+    FakeRapl rapl(dir.path() / "sys");
+    const std::string segment = unique_segment_name("e2e-gpu");
+    const SegmentCleanup cleanup{segment};
+    // procfs, as the other end-to-end tests: the same source everywhere (eBPF needs BTF and privileges).
+    Child collector({COLLECT_BINARY, "--shm-name", segment, "--interval", "1s", "--source", "procfs", "--kube", "off",
+                     "--sysfs-root", (dir.path() / "sys").string(), "--replace-live", "--node-name", "node-gpu",
+                     "--nvml-library", FAKE_NVML_LIBRARY},
+                    (dir.path() / "collector.log").string());
+    const int port = free_port();
+    Child estimator({ESTIMATE_BINARY, "--shm-name", segment, "--listen", fmt::format("127.0.0.1:{}", port), "--metric-names", "both",
+                     "--process-metrics", "--idle-policy", "none", "--gpu-idle-watts", "0=60,1=60"},
+                    (dir.path() / "estimator.log").string());
+    const int prometheus_port = free_port();
+    Child prometheus = start_prometheus(dir.path(), port, prometheus_port);
+    auto logs = [&] {
+        return "collector:\n" + read_file((dir.path() / "collector.log").string()) + "estimator:\n" +
+               read_file((dir.path() / "estimator.log").string());
+    };
+
+    const std::string node0 = R"(kepler_node_gpu_watts{gpu="0"})";
+    ASSERT_TRUE(wait_for([&] { return query(prometheus_port, node0).has_value(); }, std::chrono::seconds(60))) << logs();
+    // From here on every frame has the three users (they were on the GPUs before the collector started);
+    // the window starts 3 s later, past the collector's first frame (no busy samples yet: equal shares).
+    std::this_thread::sleep_for(std::chrono::seconds(13));
+
+    auto avg = [&](const std::string& series) {
+        const std::optional<double> v = query(prometheus_port, fmt::format("avg_over_time({}[10s])", series));
+        EXPECT_TRUE(v.has_value()) << series << " has no samples\n" << logs();
+        return v.value_or(-1e9);
+    };
+    auto process = [&](pid_t pid) { return avg(fmt::format(R"(kepler_process_gpu_watts{{pid="{}"}})", pid)); };
+    auto container = [&](size_t i) { return avg(fmt::format(R"(kepler_container_gpu_watts{{container_id="{}"}})", pod.container_id(i))); };
+
+    const double watts_a = process(a), watts_b = process(b), watts_c = process(c);
+    const double container1 = container(0), container2 = container(1);
+    const double pod_watts = avg(fmt::format(R"(kepler_pod_gpu_watts{{pod_id="{}"}})", pod.pod_uid()));
+    const double gpu0 = avg(node0), gpu1 = avg(R"(kepler_node_gpu_watts{gpu="1"})");
+    const double idle0 = avg(R"(kepler_node_gpu_idle_watts{gpu="0"})"), idle1 = avg(R"(kepler_node_gpu_idle_watts{gpu="1"})");
+    const double active0 = avg(R"(kepler_node_gpu_active_watts{gpu="0"})");
+    std::cout << fmt::format("measured W: A {:.3f} B {:.3f} C {:.3f} | container1 {:.3f} container2 {:.3f} pod {:.3f} | "
+                             "gpu0 {:.3f} (idle {:.3f}, active {:.3f}) gpu1 {:.3f} (idle {:.3f})\n",
+                             watts_a, watts_b, watts_c, container1, container2, pod_watts, gpu0, idle0, active0, gpu1, idle1);
+
+    EXPECT_NEAR(watts_a, 180.0, 1.8) << "A: 3/4 of GPU 0's 240 W active";
+    EXPECT_NEAR(watts_b, 60.0, 0.6) << "B: 1/4 of GPU 0's 240 W active";
+    EXPECT_NEAR(watts_c, 0.0, 3.0) << "C: GPU 1 has no active power (within 1 % of GPU 0's 300 W)";
+    EXPECT_NEAR(container1, 180.0, 1.8) << "container 1: A";
+    EXPECT_NEAR(container2, 60.0, 0.6) << "container 2: B and C";
+    EXPECT_NEAR(pod_watts, 240.0, 2.4) << "the pod: all active GPU power";
+    EXPECT_NEAR(gpu0, 300.0, 3.0);
+    EXPECT_NEAR(gpu1, 60.0, 0.6);
+    EXPECT_NEAR(idle0, 60.0, 0.6) << "--gpu-idle-watts 0=60";
+    EXPECT_NEAR(idle1, 60.0, 0.6) << "--gpu-idle-watts 1=60";
+    EXPECT_NEAR(active0, 240.0, 2.4);
+
+    // Kepler 0.7's container GPU energy, dynamic and idle: the same split, idle on nobody (policy none).
+    const std::optional<double> dynamic07 = query(
+        prometheus_port, fmt::format(R"(rate(kepler_container_gpu_joules_total{{container_id="{}",mode="dynamic"}}[10s]))", pod.container_id(0)));
+    EXPECT_NEAR(dynamic07.value_or(-1), 180.0, 1.8) << "kepler_container_gpu_joules_total{mode=dynamic}, container 1";
+    const std::optional<double> idle07 = query(
+        prometheus_port, fmt::format(R"(sum(rate(kepler_container_gpu_joules_total{{container_id=~"{}|{}",mode="idle"}}[10s])))",
+                                     pod.container_id(0), pod.container_id(1)));
+    EXPECT_NEAR(idle07.value_or(-1), 0.0, 0.01);
+
+    // The devices, as the scenario names them.
+    for (const auto& [gpu, uuid] : {std::pair{"0", kUuid0}, std::pair{"1", kUuid1}}) {
+        EXPECT_EQ(query(prometheus_port, fmt::format(R"(kepler_node_gpu_info{{gpu="{}",gpu_uuid="{}",gpu_name="{}",vendor="nvidia",node_name="node-gpu"}})",
+                                                     gpu, uuid, kGpuName)),
+                  1.0)
+            << "GPU " << gpu << "\n"
+            << read_file((dir.path() / "collector.log").string());
+    }
+
+    // Conservation, in one evaluation: the processes' GPU energy (Kepler 0.11's series: no mode label)
+    // plus the idle energy the node kept is the node's GPU energy (0.11's series: with a gpu label).
+    const std::string processes = R"(sum(kepler_process_gpu_joules_total{mode=""}))";
+    const std::string idle = "sum(kepler_node_gpu_idle_joules_total)";
+    const std::string node = R"(sum(kepler_node_gpu_joules_total{gpu!=""}))";
+    const std::optional<double> node_joules = query(prometheus_port, node);
+    const std::optional<double> gap = query(prometheus_port, fmt::format("{} + {} - {}", processes, idle, node));
+    ASSERT_TRUE(node_joules && gap) << logs();
+    std::cout << fmt::format("conservation: node GPU {:.1f} J, processes + idle - node = {:.4f} J\n", *node_joules, *gap);
+    EXPECT_GT(*node_joules, 0.0);
+    EXPECT_NEAR(*gap, 0.0, 0.01 * *node_joules) << "GPU energy not given to a process is lost";
+    const std::optional<double> pods_vs_processes = query(
+        prometheus_port, fmt::format(R"(sum(kepler_pod_gpu_joules_total{{pod_id="{}"}}) - sum(kepler_process_gpu_joules_total{{mode="",pid=~"{}|{}|{}"}}))",
+                                     pod.pod_uid(), a, b, c));
+    EXPECT_NEAR(pods_vs_processes.value_or(-1e9), 0.0, 0.01 * *node_joules) << "the pod's GPU energy is its processes'";
+
+    // Nothing negative at any scrape of the last minute (the count per step keeps the names apart); no
+    // GPU counter went back.
+    const std::string gpu_series = R"({__name__=~"kepler_.*gpu.*"})";
+    EXPECT_GT(query(prometheus_port, fmt::format("min_over_time(count({} >= 0)[1m:1s])", gpu_series)).value_or(0), 10.0);
+    EXPECT_FALSE(query(prometheus_port, fmt::format("max_over_time(count({} < 0)[1m:1s])", gpu_series)).has_value())
+        << "a GPU series below 0 at some scrape";
+    std::string resets;
+    for (const char* family : {"kepler_node_gpu_joules_total", "kepler_node_gpu_active_joules_total", "kepler_node_gpu_idle_joules_total",
+                               "kepler_process_gpu_joules_total", "kepler_container_gpu_joules_total", "kepler_pod_gpu_joules_total"}) {
+        resets += fmt::format("{}sum(resets({}[1m]))", resets.empty() ? "" : " + ", family);
+    }
+    EXPECT_EQ(query(prometheus_port, resets), 0.0) << "a GPU counter decreased";
+}
+
+}  // namespace
+#endif
