@@ -2,12 +2,14 @@
 // signal, then a clean retirement of the segment.
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "support/log/log.hpp"
@@ -188,22 +190,52 @@ EnergyMeter discover_meter(const CollectorOptions& o, const std::string& node) {
 /// GPU users that ran no CPU in the interval (a process waiting on its GPU sleeps), which the source leaves
 /// out, join the sample with no CPU time: without a record of theirs in the frame, their GPU energy would
 /// go to the unaccounted part instead of to them and their containers. Users gone from /proc stay pid-only.
-void add_idle_gpu_users(SourceSample& sample, const std::vector<GpuProcessUse>& usage, const std::string& proc_root) {
-    if (usage.empty()) return;
-    std::unordered_set<uint32_t> listed;
-    listed.reserve(sample.processes.size());
-    for (const ProcessActivity& p : sample.processes) listed.insert(p.key.pid);
-    for (const GpuProcessUse& use : usage) {
-        if (!listed.insert(use.pid).second) continue;
-        const std::optional<ProcPidStat> stat =
-            parse_proc_pid_stat(read_text_file(proc_root + "/" + std::to_string(use.pid) + "/stat", 4096).text);
-        if (!stat) continue;
-        ProcessActivity a;
-        a.key = ProcessKey{stat->pid, stat->start_ticks};
-        a.set_comm(stat->comm);
-        sample.processes.push_back(a);
+/// A user's key is read from /proc/<pid>/stat once and kept while /proc/<pid> is the same directory (its
+/// ctime: a reused pid is a new directory), so a GPU job that sleeps for hours costs a stat() an interval.
+class IdleGpuUsers {
+public:
+    explicit IdleGpuUsers(std::string proc_root) : proc_root_(std::move(proc_root)) {}
+
+    void add_to(SourceSample& sample, const std::vector<GpuProcessUse>& usage) {
+        if (usage.empty() && known_.empty()) return;
+        std::unordered_set<uint32_t> listed;
+        listed.reserve(sample.processes.size());
+        for (const ProcessActivity& p : sample.processes) listed.insert(p.key.pid);
+        std::unordered_map<uint32_t, Known> seen;
+        for (const GpuProcessUse& use : usage) {
+            if (!listed.insert(use.pid).second) continue;
+            const std::optional<Known> known = lookup(use.pid);
+            if (!known) continue;
+            ProcessActivity a;
+            a.key = known->key;
+            a.set_comm(known->comm);
+            sample.processes.push_back(a);
+            seen.emplace(use.pid, *known);
+        }
+        known_ = std::move(seen);
     }
-}
+
+private:
+    struct Known {
+        int64_t identity_ns = 0;
+        ProcessKey key;
+        std::string comm;
+    };
+
+    std::optional<Known> lookup(uint32_t pid) const {
+        const std::string dir = proc_root_ + "/" + std::to_string(pid);
+        struct stat st{};
+        if (stat(dir.c_str(), &st) != 0) return std::nullopt;
+        const int64_t identity = static_cast<int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
+        if (const auto it = known_.find(pid); it != known_.end() && it->second.identity_ns == identity) return it->second;
+        const std::optional<ProcPidStat> stat_line = parse_proc_pid_stat(read_text_file(dir + "/stat", 4096).text);
+        if (!stat_line) return std::nullopt;
+        return Known{identity, ProcessKey{stat_line->pid, stat_line->start_ticks}, stat_line->comm};
+    }
+
+    std::string proc_root_;
+    std::unordered_map<uint32_t, Known> known_;  // the users added last interval
+};
 
 /// Where one interval ends and the next begins (CLOCK_MONOTONIC and realtime of the same instant).
 struct IntervalEdge {
@@ -221,7 +253,7 @@ public:
           meter_(discover_meter(o, node)),
           metadata_(make_metadata(o, node)),
           resolver_(o.proc_root, WorkloadResolver::kDefaultRefreshSamples, o.docker_data_root),
-          proc_root_(o.proc_root) {
+          idle_gpu_users_(o.proc_root) {
         log_info("source: {}", source_->describe());
     }
 
@@ -236,7 +268,7 @@ public:
         const IntervalEdge end{sample.read_time_ns, sample.read_time_ns + (realtime_now_ns() - monotonic_now_ns())};
         const std::vector<keplershm_zone_sample> zones = meter_.read(end.monotonic_ns);
         meter_.read_gpus(gpu_devices_, gpu_usage_, end.monotonic_ns);
-        add_idle_gpu_users(sample, gpu_usage_, proc_root_);
+        idle_gpu_users_.add_to(sample, gpu_usage_);
         const std::vector<std::shared_ptr<const CgroupWorkload>> workloads = resolve_workloads(sample);
         const std::shared_ptr<const PodIndex> pods = metadata_ ? metadata_->snapshot() : nullptr;
 
@@ -297,7 +329,7 @@ private:
     std::vector<GpuProcessUse> gpu_usage_;
     std::unique_ptr<KubeMetadata> metadata_;
     WorkloadResolver resolver_;
-    std::string proc_root_;
+    IdleGpuUsers idle_gpu_users_;
 };
 
 int collect(const CollectorOptions& o, const sigset_t& signals) {
