@@ -10,6 +10,7 @@
 # the difference. The fake answers from memory: the real driver's own time inside NVML is not in this
 # figure (it needs a GPU machine).
 set -euo pipefail
+source "$(dirname "$0")/side_by_side.sh"
 build=${1:-build}
 seconds=${2:-120}
 collector="$build/bin/kepler-collect"
@@ -46,16 +47,5 @@ FAKE_NVML_SCENARIO="$work/scenario.json" "$collector" --shm-name "kc-gpu-$$" "${
 with_pid=$!
 "$collector" --shm-name "kc-nogpu-$$" "${common[@]}" --gpu off &
 without_pid=$!
-sleep 5
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-w0=$(ticks "$with_pid"); n0=$(ticks "$without_pid")
-sleep "$seconds"
-w1=$(ticks "$with_pid"); n1=$(ticks "$without_pid")
-hz=$(getconf CLK_TCK)
-awk -v w="$((w1 - w0))" -v n="$((n1 - n0))" -v hz="$hz" -v s="$seconds" 'BEGIN {
-    printf "collector CPU over %d s at 1 s interval, procfs (%% of one core):\n", s
-    printf "  with 8 fake GPUs x 50 GPU processes: %.3f%%\n", w / hz / s * 100
-    printf "  with --gpu off:                      %.3f%%\n", n / hz / s * 100
-    printf "  difference:                          %.3f%% (clock tick %.0f ms: resolution %.3f%%)\n", (w - n) / hz / s * 100, 1000 / hz, 100 / hz / s
-}'
+compare_cpu "$with_pid" "$without_pid" "$seconds" "with 8 fake GPUs x 50 GPU processes" "with --gpu off"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"

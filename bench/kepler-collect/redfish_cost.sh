@@ -9,6 +9,7 @@
 # of one core) and prints the difference; then how long a BMC reading waits for the frame that carries
 # it (bench/kepler-collect/platform_latency.cpp).
 set -euo pipefail
+source "$(dirname "$0")/side_by_side.sh"
 build=${1:-build}
 seconds=${2:-120}
 poll=${3:-2s}
@@ -46,17 +47,6 @@ common=(--interval 1s --source procfs --kube off --log-level warning --sysfs-roo
 with_pid=$!
 "$collector" --shm-name "kc-none-$$" "${common[@]}" &
 without_pid=$!
-sleep 5
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-w0=$(ticks "$with_pid"); n0=$(ticks "$without_pid")
-sleep "$seconds"
-w1=$(ticks "$with_pid"); n1=$(ticks "$without_pid")
-hz=$(getconf CLK_TCK)
-awk -v w="$((w1 - w0))" -v n="$((n1 - n0))" -v hz="$hz" -v s="$seconds" -v poll="$poll" 'BEGIN {
-    printf "collector CPU over %d s at 1 s interval, procfs (%% of one core):\n", s
-    printf "  with a Redfish BMC polled every %s: %.3f%%\n", poll, w / hz / s * 100
-    printf "  without:                            %.3f%%\n", n / hz / s * 100
-    printf "  difference:                         %.3f%% (clock tick %.0f ms: resolution %.3f%%)\n", (w - n) / hz / s * 100, 1000 / hz, 100 / hz / s
-}'
+compare_cpu "$with_pid" "$without_pid" "$seconds" "with a Redfish BMC polled every $poll" "without"
 "$latency" "kc-redfish-$$" 30
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
