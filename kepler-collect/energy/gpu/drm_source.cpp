@@ -258,7 +258,7 @@ void DrmSource::read_usage(std::vector<GpuProcessUse>& out, uint64_t /*frame_end
     // using a GPU, so "nobody" would be a guess (and would make a busy GPU's power its idle power).
     const bool complete = std::none_of(processes_.begin(), processes_.end(), [](const auto& entry) { return entry.second.denied; });
     if (!complete && !warned_denied_) {
-        log_warn("drm: cannot list some processes' file descriptors (run as root, or with CAP_SYS_PTRACE): "
+        log_warn("drm: cannot list some processes' file descriptors (needs CAP_DAC_READ_SEARCH and CAP_SYS_PTRACE): "
                  "their GPU use is not seen, and GPU users are published as incomplete");
     }
     warned_denied_ = !complete;
