@@ -131,6 +131,30 @@ TEST(MetricsServer, ConcurrentScrapesEachGetAWholeExposition) {
     EXPECT_EQ(renders.load(), 30);
 }
 
+TEST(MetricsServer, OtherPathsAreAnsweredConcurrentlyWithWholeErrors) {
+    // civetweb's own error page formats a Date header with gmtime()'s shared buffer; the server writes
+    // its errors itself, so workers answering at once share nothing (TSan runs this test in CI).
+    std::atomic<int> renders{0};
+    MetricsServer server("127.0.0.1:0", [&] {
+        renders.fetch_add(1);
+        return Exposition{};
+    });
+    const std::string url = "http://" + server.bound_address() + "/other";
+    std::atomic<int> whole{0};
+    std::vector<std::thread> clients;
+    for (int t = 0; t < 4; ++t) {
+        clients.emplace_back([&] {
+            for (int i = 0; i < 10; ++i) {
+                const Response r = get(url);
+                if (r.status == 404 && r.body.starts_with("404 ") && r.headers.find("HTTP/1.1 404 Not Found") == 0) whole.fetch_add(1);
+            }
+        });
+    }
+    for (std::thread& c : clients) c.join();
+    EXPECT_EQ(whole.load(), 40);
+    EXPECT_EQ(renders.load(), 0);
+}
+
 /// A client that connects to `address` ("HOST:PORT") and then sends `prefix` of a request, one byte
 /// every `drip` (slow-loris), or nothing at all when `prefix` is empty (idle). Closed on destruction.
 class HeldConnection {
