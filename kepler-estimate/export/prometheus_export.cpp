@@ -70,8 +70,17 @@ void add_models(Exposition& b, const EstimatorSnapshot& est) {
         }
         for (const auto& [kind, w] : r.expected_error_w) {
             b.add("kepler_model_expected_error_watts",
-                  "The model's mean absolute error on held-out time blocks of its training data (blocked cross-validation), in watts",
+                  "The model's mean absolute error on held-out time blocks of its training data, each predicted by the model chosen without it (nested), in watts",
                   MetricType::gauge, {{"model", model}, {"zone", zone_name(kind)}}, w);
+        }
+        for (const auto& [feature, outside] : r.outside_training_range) {
+            b.add("kepler_model_extrapolating",
+                  "1 where the last frame's feature lay outside the range the model was trained on (the model extrapolated), else 0",
+                  MetricType::gauge, {{"model", model}, {"feature", feature}}, outside ? 1 : 0);
+        }
+        if (!r.outside_training_range.empty()) {
+            b.add("kepler_model_extrapolated_frames_total", "Frames with a feature outside the model's training range",
+                  MetricType::counter, {{"model", model}}, static_cast<double>(r.extrapolated_frames));
         }
         for (const auto& [kind, m] : r.mape) {
             b.add("kepler_model_mape_ratio", "Rolling mean absolute percentage error against the meter, as a ratio",

@@ -74,6 +74,56 @@ std::map<ZoneKind, double> zone_watts(const nlohmann::json& doc, const char* key
     return out;
 }
 
+size_t feature_index(const ModelMetadata& m, const std::string& name, const char* key, const std::string& origin) {
+    const auto it = std::find(m.features.begin(), m.features.end(), name);
+    if (it == m.features.end()) throw ModelError(fmt::format("{}: {} names \"{}\", which is not among the features", origin, key, name));
+    return static_cast<size_t>(it - m.features.begin());
+}
+
+// The optional "training_range": {"feature": [lowest, highest]} with finite bounds, lowest <= highest.
+void read_training_range(const json& doc, ModelMetadata& m, const std::string& origin) {
+    m.training_range.assign(m.features.size(), std::nullopt);
+    const auto it = doc.find("training_range");
+    if (it == doc.end()) return;
+    if (!it->is_object()) throw ModelError(fmt::format("{}: training_range is not an object", origin));
+    for (const auto& [name, bounds] : it->items()) {
+        const size_t index = feature_index(m, name, "training_range", origin);
+        const bool pair = bounds.is_array() && bounds.size() == 2 && bounds[0].is_number() && bounds[1].is_number();
+        const double lowest = pair ? bounds[0].get<double>() : 0, highest = pair ? bounds[1].get<double>() : 0;
+        if (!pair || !std::isfinite(lowest) || !std::isfinite(highest) || lowest > highest) {
+            throw ModelError(fmt::format("{}: training_range[\"{}\"] must be [lowest, highest], finite, lowest <= highest", origin, name));
+        }
+        m.training_range[index] = FeatureRange{lowest, highest};
+    }
+}
+
+// The optional "extrapolation": {"zone": {"feature": watts per unit >= 0}}, for target zones and for
+// features with a training range (the slope applies beyond it).
+void read_extrapolation(const json& doc, ModelMetadata& m, const std::string& origin) {
+    const auto it = doc.find("extrapolation");
+    if (it == doc.end()) return;
+    if (!it->is_object()) throw ModelError(fmt::format("{}: extrapolation is not an object", origin));
+    for (const auto& [zone, slopes] : it->items()) {
+        const std::optional<ZoneKind> kind = zone_kind_from_name(zone);
+        const bool target = kind && std::any_of(m.targets.begin(), m.targets.end(), [&](const ModelTarget& t) { return t.zone == *kind; });
+        if (!target || !slopes.is_object()) {
+            throw ModelError(fmt::format("{}: extrapolation[\"{}\"] must be a target zone's {{feature: watts per unit}}", origin, zone));
+        }
+        std::vector<double>& row = m.extrapolation_slopes[*kind];
+        row.assign(m.features.size(), 0.0);
+        for (const auto& [name, slope] : slopes.items()) {
+            const size_t index = feature_index(m, name, "extrapolation", origin);
+            if (!slope.is_number() || !std::isfinite(slope.get<double>()) || slope.get<double>() < 0) {
+                throw ModelError(fmt::format("{}: extrapolation[\"{}\"][\"{}\"] must be watts per unit >= 0", origin, zone, name));
+            }
+            if (!m.training_range[index]) {
+                throw ModelError(fmt::format("{}: extrapolation[\"{}\"] has a slope for {}, which has no training_range", origin, zone, name));
+            }
+            row[index] = slope.get<double>();
+        }
+    }
+}
+
 }  // namespace
 
 fs::path metadata_path(const fs::path& spec_path) {
@@ -144,6 +194,8 @@ ModelMetadata parse_model_metadata(const std::string& text, const fs::path& dire
             m.cpu_count = count->get<uint32_t>();
         }
     }
+    read_training_range(doc, m, origin);
+    read_extrapolation(doc, m, origin);
     return m;
 }
 

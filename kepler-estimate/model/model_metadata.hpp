@@ -28,6 +28,16 @@ struct ModelTarget {
     std::string sha256;  // optional "sha256" (lower-case hex): the booster is refused unless its bytes match
 };
 
+/// The values of one feature over the rows a model was trained on (model.json's "training_range").
+struct FeatureRange {
+    double lowest = 0;
+    double highest = 0;
+    /// How far `value` lies outside the range: negative below it, 0 inside it.
+    [[nodiscard]] double excess(double value) const noexcept {
+        return value > highest ? value - highest : value < lowest ? value - lowest : 0.0;
+    }
+};
+
 /// Parsed, validated model.json. Plain value.
 struct ModelMetadata {
     std::string name;
@@ -39,6 +49,12 @@ struct ModelMetadata {
     std::map<ZoneKind, double> expected_error_w;  // optional: MAE on held-out time blocks, per zone
     std::string cpu_model;
     uint32_t cpu_count = 0;
+    /// Parallel to `features`; nullopt where the metadata gives no range (then the feature never counts
+    /// as extrapolating).
+    std::vector<std::optional<FeatureRange>> training_range;
+    /// Per zone, watts per feature unit beyond the training range, parallel to `features` (0: no slope).
+    /// Absent zones: the trees alone (flat beyond the range).
+    std::map<ZoneKind, std::vector<double>> extrapolation_slopes;
 };
 
 /// Where the metadata of a model spec path lives: `<dir>/model.json` for a directory, else the path.

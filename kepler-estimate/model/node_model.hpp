@@ -49,6 +49,9 @@ public:
     /// The model's own measure of its error on data it was not trained on (mean absolute watts per
     /// zone), when its files carry one.
     [[nodiscard]] virtual std::map<ZoneKind, double> expected_error_w() const { return {}; }
+    /// Per feature with a known training range: whether the last estimated frame lay outside it (the
+    /// model extrapolated). Empty for models without training ranges.
+    [[nodiscard]] virtual std::map<std::string, bool> outside_training_range() const { return {}; }
     /// Energy per zone for the frame's interval, or nullopt when this frame gives the model nothing
     /// to work with (no valid meter reading, a needed feature missing). Throws on internal failure.
     [[nodiscard]] virtual std::optional<NodeEnergy> estimate(const FrameInput& input) = 0;

@@ -56,7 +56,29 @@ std::optional<std::vector<double>> XgboostModel::predict_watts(const NodeFeature
         if (!column || !features[*column]) return std::nullopt;
         row.push_back(static_cast<float>(*features[*column]));
     }
-    return predict_row(row);
+    std::vector<double> watts = predict_row(row);
+    // Trees are flat beyond the values they were trained on; the slopes carry the prediction on
+    // (MODELS.md, "Extrapolation"). Computed from the row as the boosters saw it (float).
+    excess_.assign(row.size(), 0.0);
+    for (size_t f = 0; f < row.size(); ++f) {
+        if (meta_.training_range[f]) excess_[f] = meta_.training_range[f]->excess(row[f]);
+    }
+    estimated_ = true;
+    for (size_t i = 0; i < meta_.targets.size(); ++i) {
+        const auto slopes = meta_.extrapolation_slopes.find(meta_.targets[i].zone);
+        if (slopes == meta_.extrapolation_slopes.end()) continue;
+        for (size_t f = 0; f < row.size(); ++f) watts[i] += slopes->second[f] * excess_[f];
+    }
+    return watts;
+}
+
+std::map<std::string, bool> XgboostModel::outside_training_range() const {
+    std::map<std::string, bool> out;
+    if (!estimated_) return out;
+    for (size_t f = 0; f < meta_.features.size(); ++f) {
+        if (meta_.training_range[f]) out[meta_.features[f]] = excess_[f] != 0.0;
+    }
+    return out;
 }
 
 std::vector<double> XgboostModel::idle_watts(const NodeFacts& node) {

@@ -30,9 +30,11 @@ public:
     CpuMatch cpu_match(const NodeFacts& node) const override;
     std::optional<NodeEnergy> estimate(const FrameInput& input) override;
     std::map<ZoneKind, double> expected_error_w() const override { return meta_.expected_error_w; }
+    std::map<std::string, bool> outside_training_range() const override;
 
-    /// Raw booster outputs in watts, one per target (before clamping and idle handling); nullopt
-    /// when a feature is unavailable. For parity tests against Python.
+    /// Booster outputs in watts, one per target, plus the extrapolation slopes' watts for features
+    /// beyond their training range (before clamping and idle handling); nullopt when a feature is
+    /// unavailable. For parity tests against Python. Records which features lay outside their range.
     [[nodiscard]] std::optional<std::vector<double>> predict_watts(const NodeFeatures& features);
     [[nodiscard]] const ModelMetadata& metadata() const noexcept { return meta_; }
 
@@ -46,6 +48,8 @@ private:
     std::vector<std::optional<Feature>> columns_;     // parallel to meta_.features
     std::optional<uint32_t> idle_cpu_count_;          // cpu_count the cached idle figure is for
     std::vector<double> idle_cache_;
+    std::vector<double> excess_;         // parallel to meta_.features: the last row's distance outside its range
+    bool estimated_ = false;             // excess_ describes a frame
 };
 
 }  // namespace kepler::estimate

@@ -272,6 +272,11 @@ std::optional<NodeEnergy> ModelSet::ask(Entry& e, const FrameInput& in) {
         e.report.energy_uj[z.zone.kind] += z.total_uj;
         e.report.watts[z.zone.kind] += static_cast<double>(z.total_uj) / 1e6 / in.features.interval_s;
     }
+    e.report.outside_training_range = e.model->outside_training_range();
+    if (std::any_of(e.report.outside_training_range.begin(), e.report.outside_training_range.end(),
+                    [](const auto& feature) { return feature.second; })) {
+        ++e.report.extrapolated_frames;
+    }
     return answer;
 }
 

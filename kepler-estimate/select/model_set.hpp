@@ -33,7 +33,9 @@ struct ModelReport {
     std::map<ZoneKind, double> watts;            // last interval
     std::map<ZoneKind, double> abs_error_w;      // last interval, where the meter read that zone
     std::map<ZoneKind, double> mape;             // rolling mean absolute percentage error, as a ratio
-    std::map<ZoneKind, double> expected_error_w; // the model's own held-out error (blocked CV), if it has one
+    std::map<ZoneKind, double> expected_error_w; // the model's own held-out error (nested), if it has one
+    std::map<std::string, bool> outside_training_range;  // per feature with a range: outside it in the last frame
+    uint64_t extrapolated_frames = 0;            // frames with some feature outside its training range
     std::optional<ExternalReport> external;      // external models: the estimates channel's counters
 };
 

@@ -2,6 +2,7 @@
 kepler-estimate can load."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -70,10 +71,54 @@ def test_train_writes_a_model_kepler_estimate_can_load(recording, tmp_path):
     assert all(len(c["forward_mae_w"]) == 4 for c in candidates.values())
     assert max(candidates[chosen]["forward_mae_w"]) == min(max(c["forward_mae_w"]) for c in candidates.values())
     assert meta["serves"]["node"] is True and meta["serves"]["csv_only_features"] == []
+    # Where it was trained, so that kepler-estimate can say when a frame leaves it; no slopes by default.
+    assert set(meta["training_range"]) == set(names)
+    assert all(lo <= hi for lo, hi in meta["training_range"].values())
+    assert meta["training_range"]["cpu_count"] == [4.0, 4.0] and "extrapolation" not in meta
     loaded = model.load_model(out)
     table = dataset.load(recording)
     predicted = loaded.predict(table)["package"]
     assert np.mean(np.abs(predicted - table.targets["package"])) < 2.0
+
+
+def test_slopes_carry_predictions_beyond_the_training_range(recording, tmp_path):
+    out = tmp_path / "sloped"
+    result = run("train", recording, "--out", str(out), "--rounds", "30", "--extrapolation-slopes")
+    assert result.returncode == 0, result.stderr
+    meta = json.load(open(out / "model.json"))
+    slopes = meta["extrapolation"]["package"]
+    assert slopes and all(s > 0 for s in slopes.values()) and "cpu_count" not in slopes, slopes
+    # The same boosters without slopes: the trees alone, flat beyond the range.
+    shutil.copytree(out, tmp_path / "flat")
+    del meta["extrapolation"]
+    with open(tmp_path / "flat" / "model.json", "w") as f:
+        json.dump(meta, f)
+    table = dataset.load(recording)
+    busier = table._replace(X=table.X * 2)  # every feature beyond its range on the busy rows
+    sloped = model.load_model(str(out)).predict(busier)["package"]
+    flat = model.load_model(str(tmp_path / "flat")).predict(busier)["package"]
+    names = [f["name"] for f in meta["features"]]
+    seen = model.select_columns(busier, names, "t").astype(np.float32).astype(np.float64)
+    expected = sum(s * np.maximum(seen[:, names.index(f)] - meta["training_range"][f][1], 0.0) for f, s in slopes.items())
+    assert (expected > 0).sum() > 50
+    np.testing.assert_allclose(sloped - flat, expected, rtol=1e-9, atol=1e-9)
+    assert np.array_equal(model.load_model(str(out)).predict(table)["package"],
+                          model.load_model(str(tmp_path / "flat")).predict(table)["package"]), "inside: the trees"
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"training_range": {"nope": [0, 1]}}, "training_range names \"nope\", which is not among the features"),
+    ({"training_range": {"cpu_count": [2, 1]}}, "must be [lowest, highest]"),
+    ({"training_range": {"cpu_count": [0, 1]}, "extrapolation": {"gpu": {"cpu_count": 1}}}, "must be a target zone's"),
+    ({"training_range": {"cpu_count": [0, 1]}, "extrapolation": {"package": {"cpu_count": -1}}}, "watts per unit >= 0"),
+    ({"extrapolation": {"package": {"cpu_count": 1}}}, "has a slope for cpu_count, which has no training_range"),
+])
+def test_bad_training_ranges_and_slopes_are_refused(extra, message):
+    doc = {"format": model.FORMAT, "type": "xgboost", "output": "absolute", "features": [{"name": "cpu_count"}],
+           "targets": [{"zone": "package", "file": "p.json"}], **extra}
+    with pytest.raises(Exception) as e:
+        model.validate_metadata(doc, "model.json")
+    assert message in str(e.value)
 
 
 def test_train_refuses_input_without_measured_power(tmp_path, shm_name):

@@ -37,6 +37,10 @@ def _parser():
     t.add_argument("--csv-columns", action="store_true",
                    help="without --features: also train on the CSV-only columns (cgroupfs_*, kubelet_*); "
                         "kepler-estimate refuses such a model on a node")
+    t.add_argument("--extrapolation-slopes", action="store_true",
+                   help="write per-zone watts-per-unit slopes that carry predictions beyond the training range "
+                        "(off by default: on Kepler's data they raised the error beyond the range more often "
+                        "than they cut it; bindings/python/README.md)")
     t.add_argument("--rounds", type=int, default=200, help="boosting rounds (default 200)")
     t.add_argument("--seed", type=int, default=0, help="seed of the random split (default 0)")
     t.add_argument("--folds", type=int, default=5, help="contiguous time blocks of the blocked cross-validation "

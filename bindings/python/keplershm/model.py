@@ -9,6 +9,7 @@ a message naming the file.
 import json
 import os
 
+from . import extrapolation
 from .errors import InputError
 from .features import FEATURES, TARGET_ZONES
 from .schema import np
@@ -36,6 +37,8 @@ class XGBoostModel:
         self.features = [f["name"] for f in metadata["features"]]
         self.output = metadata["output"]
         self.idle_w = metadata.get("idle_w", {})
+        self.training_range = metadata.get("training_range", {})
+        self.extrapolation = metadata.get("extrapolation", {})
         self.boosters = boosters
 
     @property
@@ -48,8 +51,12 @@ class XGBoostModel:
         X = select_columns(table, self.features, self.name)
         matrix = xgboost.DMatrix(X.astype(np.float32), missing=np.nan)
         out = {}
+        # The excess beyond the training range from the values the boosters see (float32), as kepler-estimate.
+        seen = X.astype(np.float32)
         for zone, booster in self.boosters.items():
             watts = booster.predict(matrix).astype(np.float64)
+            watts = watts + extrapolation.excess_watts(seen, self.features, self.training_range,
+                                                       self.extrapolation.get(zone, {}))
             if self.output == "dynamic":
                 watts = watts + self._idle(zone, table)
             out[zone] = np.maximum(watts, 0.0)
@@ -108,6 +115,39 @@ def _fail(origin, text):
     raise InputError("%s: %s" % (origin, text))
 
 
+def _finite(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < float("inf")
+
+
+def _validate_extrapolation(doc, origin):
+    """training_range: {feature: [lowest, highest]}; extrapolation: {target zone: {feature with a range:
+    watts per unit >= 0}} (MODELS.md, "Extrapolation")."""
+    features = [f["name"] for f in doc["features"]]
+    ranges = doc.get("training_range", {})
+    if not isinstance(ranges, dict):
+        _fail(origin, "training_range is not an object")
+    for name, bounds in ranges.items():
+        if name not in features:
+            _fail(origin, "training_range names \"%s\", which is not among the features" % name)
+        if not (isinstance(bounds, list) and len(bounds) == 2 and all(_finite(b) for b in bounds)
+                and bounds[0] <= bounds[1]):
+            _fail(origin, "training_range[\"%s\"] must be [lowest, highest], finite, lowest <= highest" % name)
+    slopes = doc.get("extrapolation", {})
+    if not isinstance(slopes, dict):
+        _fail(origin, "extrapolation is not an object")
+    zones = [t["zone"] for t in doc["targets"]]
+    for zone, by_feature in slopes.items():
+        if zone not in zones or not isinstance(by_feature, dict):
+            _fail(origin, "extrapolation[\"%s\"] must be a target zone's {feature: watts per unit}" % zone)
+        for name, slope in by_feature.items():
+            if name not in features:
+                _fail(origin, "extrapolation names \"%s\", which is not among the features" % name)
+            if not _finite(slope) or slope < 0:
+                _fail(origin, "extrapolation[\"%s\"][\"%s\"] must be watts per unit >= 0" % (zone, name))
+            if name not in ranges:
+                _fail(origin, "extrapolation[\"%s\"] has a slope for %s, which has no training_range" % (zone, name))
+
+
 def validate_metadata(doc, origin):
     """Checks a parsed model.json against MODELS.md; returns it."""
     if not isinstance(doc, dict):
@@ -139,6 +179,7 @@ def validate_metadata(doc, origin):
         seen.add(t["zone"])
         if not t["file"] or os.path.isabs(t["file"]) or ".." in t["file"].replace("\\", "/").split("/"):
             _fail(origin, "target file \"%s\" must be a relative name inside the model directory" % t["file"])
+    _validate_extrapolation(doc, origin)
     for field in ("idle_w", "expected_error_w"):
         watts = doc.get(field, {})
         if not isinstance(watts, dict) or any(not isinstance(v, (int, float)) or not 0 <= v < float("inf")

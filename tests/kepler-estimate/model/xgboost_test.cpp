@@ -1,5 +1,6 @@
 // XGBoost node models: parity with Python xgboost on the same features, model choice by CPU,
-// refusal, waiting for / reloading / rejecting model files, and fetching from a model server.
+// refusal, extrapolation beyond the training range, waiting for / reloading / rejecting model files,
+// and fetching from a model server.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "pipeline/estimator.hpp"
@@ -225,6 +227,86 @@ TEST(XgboostModelFiles, BadMetadataIsRejectedWithTheReason) {
     negative_error.replace(negative_error.find("5.9"), 3, "-1");
     EXPECT_NE(error_of(negative_error).find("expected_error_w[\"package\"] must be a known zone with watts >= 0"),
               std::string::npos);
+}
+
+TEST(XgboostModelFiles, BadTrainingRangesAndSlopesAreRejectedWithTheReason) {
+    TempDir dir;
+    auto error_of = [&](const std::string& extra) {
+        const std::string text = R"({"format":"keplershm-model/1","type":"xgboost","output":"absolute",
+            "features":[{"name":"cpu_time_ms_per_s"},{"name":"cpu_count"}],"targets":[{"zone":"package","file":"p.json"}])" +
+                                 extra + "}";
+        try {
+            const ModelMetadata m = parse_model_metadata(text, dir.path(), "model.json");
+            EXPECT_EQ(m.training_range.size(), 2u) << "parallel to the features";
+        } catch (const ModelError& e) {
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    EXPECT_EQ(error_of(""), "accepted");
+    EXPECT_EQ(error_of(R"(,"training_range":{"cpu_time_ms_per_s":[0,5000]},"extrapolation":{"package":{"cpu_time_ms_per_s":0.05}})"),
+              "accepted");
+    EXPECT_NE(error_of(R"(,"training_range":{"cycles_per_s":[0,1]})").find("training_range names \"cycles_per_s\", which is not among"),
+              std::string::npos);
+    for (const char* bad : {"[5,1]", "[0]", "[0,\"x\"]", "{}", "[0,1,2]"}) {
+        EXPECT_NE(error_of(fmt::format(R"(,"training_range":{{"cpu_time_ms_per_s":{}}})", bad)).find("must be [lowest, highest]"),
+                  std::string::npos) << bad;
+    }
+    EXPECT_NE(error_of(R"(,"training_range":{"cpu_time_ms_per_s":[0,1]},"extrapolation":{"dram":{"cpu_time_ms_per_s":1}})")
+                  .find("extrapolation[\"dram\"] must be a target zone's"),
+              std::string::npos) << "dram has no booster";
+    EXPECT_NE(error_of(R"(,"training_range":{"cpu_time_ms_per_s":[0,1]},"extrapolation":{"package":{"cpu_time_ms_per_s":-1}})")
+                  .find("must be watts per unit >= 0"),
+              std::string::npos);
+    EXPECT_NE(error_of(R"(,"training_range":{"cpu_time_ms_per_s":[0,1]},"extrapolation":{"package":{"cpu_count":1}})")
+                  .find("has a slope for cpu_count, which has no training_range"),
+              std::string::npos);
+}
+
+// Beyond its training range a model says so per feature, and its slopes add watts for the excess: the
+// same boosters with and without slopes differ by exactly slope x excess, and only there.
+TEST(XgboostExtrapolation, BeyondItsTrainingRangeTheModelSaysSoAndItsSlopesCarryThePredictionOn) {
+    REQUIRE_TRAINING_DATA();
+    TempDir dir;
+    ASSERT_TRUE(train(dir.path() / "ranged", "cpu_time_ms_per_s", "package,dram"));
+    constexpr double kHighest = 5000, kSlope = 0.05;  // ms/s of CPU time; watts per ms/s
+    nlohmann::json meta = nlohmann::json::parse(read_text(dir.path() / "ranged" / "model.json"));
+    meta["training_range"] = {{"cpu_time_ms_per_s", {0.0, kHighest}}};
+    write_text(dir.path() / "ranged" / "model.json", meta.dump());
+    fs::copy(dir.path() / "ranged", dir.path() / "sloped");
+    meta["extrapolation"] = {{"package", {{"cpu_time_ms_per_s", kSlope}}}};
+    write_text(dir.path() / "sloped" / "model.json", meta.dump());
+
+    Feed feed(nx12_like(kProcfsMetrics));
+    const NodeFeatures inside = compute_features(feed.frame(load_frame(3)));
+    const NodeFeatures beyond = compute_features(feed.frame(simple_frame(5 * kSecond, kSecond, {4'000'000'000, 4'000'000'000}, {}, 96)));
+    const double excess = *beyond[Feature::cpu_time_ms_per_s] - kHighest;
+    ASSERT_GT(excess, 2000) << "8 busy cores: 8,000 ms/s";
+    XgboostModel ranged("ranged", dir.path() / "ranged", 1), sloped("sloped", dir.path() / "sloped", 1);
+    EXPECT_TRUE(sloped.outside_training_range().empty()) << "nothing estimated yet";
+    EXPECT_EQ(*sloped.predict_watts(inside), *ranged.predict_watts(inside)) << "inside the range the slopes add nothing";
+    EXPECT_EQ(sloped.outside_training_range(), (std::map<std::string, bool>{{"cpu_time_ms_per_s", false}}));
+    const std::vector<double> with = *sloped.predict_watts(beyond), without = *ranged.predict_watts(beyond);
+    EXPECT_NEAR(with[0] - without[0], kSlope * excess, 1e-9 * with[0]);
+    EXPECT_EQ(with[1], without[1]) << "dram has no slope";
+    EXPECT_EQ(sloped.outside_training_range(), (std::map<std::string, bool>{{"cpu_time_ms_per_s", true}}));
+
+    // On /metrics: per model and feature, the last frame's answer, and a count of extrapolated frames.
+    EstimatorOptions options;
+    options.models = {parse_model_spec("sloped=xgboost:" + (dir.path() / "sloped").string()), parse_model_spec("plain=curve")};
+    Estimator est(options);
+    est.refresh_models();
+    Feed frames(nx12_like(kProcfsMetrics));
+    const Labels labels = {{"model", "sloped"}, {"feature", "cpu_time_ms_per_s"}};
+    ASSERT_TRUE(est.process(frames.frame(load_frame(3))));
+    auto families = collect(PrometheusExport(est, ExportOptions{}));
+    EXPECT_EQ(series_value(families, "kepler_model_extrapolating", labels), 0.0);
+    EXPECT_EQ(series_value(families, "kepler_model_extrapolated_frames_total", {{"model", "sloped"}}), 0.0);
+    ASSERT_TRUE(est.process(frames.frame(simple_frame(5 * kSecond, kSecond, {4'000'000'000, 4'000'000'000}, {}, 96))));
+    families = collect(PrometheusExport(est, ExportOptions{}));
+    EXPECT_EQ(series_value(families, "kepler_model_extrapolating", labels), 1.0);
+    EXPECT_EQ(series_value(families, "kepler_model_extrapolated_frames_total", {{"model", "sloped"}}), 1.0);
+    EXPECT_FALSE(series_value(families, "kepler_model_extrapolating", {{"model", "plain"}})) << "the curve has no training range";
 }
 
 // A model that knows its held-out error (keplershm train's blocked CV) says so on /metrics.
