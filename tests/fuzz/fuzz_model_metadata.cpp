@@ -1,6 +1,7 @@
 // libFuzzer: MODELS.md's model.json (kepler-estimate/model/model_metadata.cpp). Any bytes: either metadata
 // with 1 to 256 features, 1 to 16 targets of distinct zones whose files stay inside the model directory,
-// and finite non-negative idle and error watts, or ModelError. Another exception type escaping (nlohmann's
+// finite non-negative idle and error watts, finite training ranges (lowest <= highest) parallel to the features,
+// and finite non-negative slopes only for target zones and ranged features, or ModelError. Another exception type escaping (nlohmann's
 // own), a crash or a hang is a finding.
 #include <cmath>
 #include <cstddef>
@@ -42,6 +43,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     for (const auto* watts : {&m.idle_w, &m.expected_error_w}) {
         for (const auto& [zone, w] : *watts) require(std::isfinite(w) && w >= 0);
+    }
+    require(m.training_range.size() == m.features.size());
+    for (const auto& range : m.training_range) {
+        if (range) require(std::isfinite(range->lowest) && std::isfinite(range->highest) && range->lowest <= range->highest);
+    }
+    for (const auto& [zone, slopes] : m.extrapolation_slopes) {
+        require(zones.count(zone) == 1 && slopes.size() == m.features.size());
+        for (size_t f = 0; f < slopes.size(); ++f) require(std::isfinite(slopes[f]) && slopes[f] >= 0 && (slopes[f] == 0 || m.training_range[f]));
     }
     return 0;
 }
