@@ -5,23 +5,24 @@
 namespace kepler::estimate {
 
 Estimator::Estimator(EstimatorOptions options)
-    : options_(std::move(options)), models_(options_.models, options_.primary, options_.model_set), ledger_(options_.ledger) {}
+    : options_(std::move(options)), models_(options_.models, options_.primary, options_.model_set),
+      reports_(models_.reports()), ledger_(options_.ledger) {}
 
 std::vector<std::string> Estimator::refresh_models() {
+    std::vector<std::string> messages = models_.refresh();  // the pipeline thread's own: no lock
+    // SYNC POINT: partner snapshot(): loads and rejections show in the reports a scrape copies.
     std::lock_guard lock(mutex_);
-    return models_.refresh();
+    reports_ = models_.reports();
+    return messages;
 }
 
-std::vector<std::string> Estimator::take_model_messages() {
-    std::lock_guard lock(mutex_);
-    return models_.take_messages();
-}
+std::vector<std::string> Estimator::take_model_messages() { return models_.take_messages(); }
 
 EstimatorSnapshot Estimator::snapshot(bool processes) const {
-    // SYNC POINT: the same lock as process(), refresh_models() and the count_*() calls, so that the copy
-    // is all of one frame; nothing else is shared with the snapshot once it is made.
+    // SYNC POINT: the same lock as process()'s publishing step, refresh_models() and the count_*() calls,
+    // so that the copy is all of one frame; nothing else is shared with the snapshot once it is made.
     std::lock_guard lock(mutex_);
-    return EstimatorSnapshot{ledger_.copy_for_export(processes), models_.reports(), health_, node_name_};
+    return EstimatorSnapshot{ledger_.copy_for_export(processes), reports_, health_, node_name_};
 }
 
 void Estimator::count_missed(uint64_t frames) {
@@ -54,43 +55,59 @@ void Estimator::note_continuity(const keplershm::FrameView& frame) {
     covered_until_ns_ = std::max(covered_until_ns_, frame.interval_end_ns());
 }
 
+std::optional<NodeFeatures> Estimator::admit(const keplershm::FrameView& frame, std::string& why) const {
+    if (frame.segment().segment_kind != KEPLERSHM_SEGMENT_FRAMES) {
+        why = fmt::format("frame {} comes from a segment of kind {}, not a collector", frame.sequence(), frame.segment().segment_kind);
+        return std::nullopt;
+    }
+    try {
+        return compute_features(frame);
+    } catch (const std::invalid_argument& e) {
+        why = e.what();
+        return std::nullopt;
+    }
+}
+
+// The models run (an external one may be waited for) and the frame is attributed without the lock: only
+// this thread touches the models, the attribution and the answers. What scrapes read (ledger, reports,
+// health) changes afterwards, all at once, under the lock.
 bool Estimator::process(const keplershm::FrameView& frame) {
     const auto started = std::chrono::steady_clock::now();
+    answers_.clear();
+    std::string rejected;
+    const std::optional<NodeFeatures> features = admit(frame, rejected);
+    std::optional<NodeEnergy> primary;
+    if (features) {
+        const NodeFacts node = node_facts(frame.segment());
+        ModelSetResult estimate = models_.estimate(FrameInput{frame, *features, node});
+        if (after_models_hook_) after_models_hook_();
+        answers_ = std::move(estimate.answers);
+        primary = std::move(estimate.primary);
+        if (primary) {
+            primary_name_ = estimate.primary_name;
+            attribute(frame, *primary, options_.idle_policy, attribution_);
+        }
+    }
     // SYNC POINT: partner snapshot(): a scrape's copy holds this frame whole or not at all.
     std::lock_guard lock(mutex_);
     ++health_.frames_read;
-    answers_.clear();
     note_continuity(frame);
-    if (frame.segment().segment_kind != KEPLERSHM_SEGMENT_FRAMES) {
+    if (!features) {
         ++health_.frames_rejected;
-        last_error_ = fmt::format("frame {} comes from a segment of kind {}, not a collector", frame.sequence(),
-                                  frame.segment().segment_kind);
+        last_error_ = rejected;
         return false;
     }
-    NodeFeatures features;
-    try {
-        features = compute_features(frame);
-    } catch (const std::invalid_argument& e) {
-        ++health_.frames_rejected;
-        last_error_ = e.what();
-        return false;
-    }
-    const NodeFacts node = node_facts(frame.segment());
     node_name_ = std::string(keplershm::get_text(frame.segment().node_name));
-    const FrameInput input{frame, features, node};
-    ModelSetResult estimate = models_.estimate(input);
-    answers_ = std::move(estimate.answers);
     last_sequence_ = frame.sequence();
     last_start_ns_ = frame.interval_start_ns();
     last_end_ns_ = frame.interval_end_ns();
-    if (!estimate.primary) {
+    reports_ = models_.reports();
+    if (!primary) {
         ++health_.frames_unestimated;
         last_error_ = fmt::format("frame {}: no model could estimate node power", frame.sequence());
         return false;
     }
-    primary_name_ = estimate.primary_name;
-    attribute(frame, *estimate.primary, options_.idle_policy, attribution_);
-    ledger_.add_frame(frame, attribution_, estimate.primary->source);
+    ledger_.add_frame(frame, attribution_, primary->source);
     record_latency(std::chrono::steady_clock::now() - started);
     return true;
 }

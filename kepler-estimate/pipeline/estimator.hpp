@@ -5,6 +5,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -50,8 +51,9 @@ struct EstimatorSnapshot {
     std::string node_name;
 };
 
-/// Thread-safe as used: one pipeline thread calls process() and the other mutators (they lock); other
-/// threads only take a snapshot(), which holds the lock only while it copies.
+/// Thread-safe as used: one pipeline thread calls process() and the other mutators; other threads only
+/// take a snapshot(), which holds the lock only while it copies. process() holds it only while it
+/// publishes a frame (ledger, model reports, health), not while the models run.
 class Estimator {
 public:
     explicit Estimator(EstimatorOptions options);
@@ -89,14 +91,22 @@ public:
     [[nodiscard]] uint64_t last_interval_end_ns() const noexcept { return last_end_ns_; }
     [[nodiscard]] std::string last_error() const { return last_error_; }
 
+    /// Tests: called on the pipeline thread after the models answered a frame and before it is
+    /// published, without the lock (a scrape taken then must not wait).
+    void set_after_models_hook(std::function<void()> hook) { after_models_hook_ = std::move(hook); }
+
 private:
+    /// The frame's features, or nullopt with `why` when the frame is not one to estimate.
+    [[nodiscard]] std::optional<NodeFeatures> admit(const keplershm::FrameView& frame, std::string& why) const;
     void record_latency(std::chrono::steady_clock::duration elapsed);
     /// Counts generation changes and time no frame covers (caller holds mutex_).
     void note_continuity(const keplershm::FrameView& frame);
 
     EstimatorOptions options_;
     mutable std::mutex mutex_;
-    ModelSet models_;
+    ModelSet models_;                  // the pipeline thread's: scrapes read reports_
+    std::vector<ModelReport> reports_;  // models_.reports() as of the last published frame or reload
+    std::function<void()> after_models_hook_;
     Ledger ledger_;
     Attribution attribution_;
     std::vector<ModelAnswer> answers_;

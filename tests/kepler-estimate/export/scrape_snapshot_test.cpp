@@ -1,5 +1,6 @@
 // Scrapes and frames on two threads (issue 18): a scrape that is building its families holds nothing a
-// frame needs, and every scrape shows one whole frame (per zone the containers sum to the node, and the
+// frame needs, a frame whose models are running holds nothing a scrape needs, and every scrape shows one
+// whole frame (per zone the containers sum to the node, and the
 // node's energy is that of exactly the frames the scrape counts). Ordering only, no timing thresholds:
 // the one timeout is a guard that turns a deadlock into a failure.
 #include <gtest/gtest.h>
@@ -84,6 +85,36 @@ TEST(ScrapeSnapshot, FrameIsProcessedWhileAScrapeBuildsItsFamilies) {
     expect_one_frame(families);
     exporter.set_after_snapshot_hook({});
     EXPECT_EQ(series_value(collect(exporter), "kepler_estimator_frames_read_total"), 3.0);
+}
+
+TEST(ScrapeSnapshot, AScrapeDoesNotWaitForTheModels) {
+    // The models run without the lock (an external one may be waited for, up to 100 ms by default):
+    // a scrape taken then copies the frames published before it and returns.
+    Feed feed(metered_node());
+    Estimator est(EstimatorOptions{});
+    for (uint64_t n = 0; n < 2; ++n) ASSERT_TRUE(est.process(feed.frame(numbered_frame(n))));
+    PrometheusExport exporter(est, ExportOptions{.process_metrics = true, .include_timing = false, .names = MetricNames::both});
+    std::promise<void> models_answered, scraped;
+    bool scrape_came = false;
+    est.set_after_models_hook([&] {
+        models_answered.set_value();
+        // Not a timing threshold: if the scrape needed the lock it would never come, and this fails the test.
+        scrape_came = scraped.get_future().wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+    });
+    bool estimated = false;
+    std::thread pipeline([&] { estimated = est.process(feed.frame(numbered_frame(2))); });
+    models_answered.get_future().wait();
+    const Families during = collect(exporter);  // the third frame's models have answered; it is not published
+    scraped.set_value();
+    pipeline.join();
+    EXPECT_TRUE(scrape_came) << "the scrape waited for the models";
+    EXPECT_TRUE(estimated);
+    EXPECT_EQ(series_value(during, "kepler_estimator_frames_read_total"), 2.0);
+    expect_one_frame(during);
+    est.set_after_models_hook({});
+    const Families after = collect(exporter);
+    EXPECT_EQ(series_value(after, "kepler_estimator_frames_read_total"), 3.0);
+    expect_one_frame(after);
 }
 
 TEST(ScrapeSnapshot, EveryScrapeIsOneWholeFrameWhileFramesRun) {
