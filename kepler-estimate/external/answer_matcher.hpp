@@ -12,17 +12,9 @@
 #include <vector>
 
 #include "external/estimates_feed.hpp"
+#include "model/node_model.hpp"
 
 namespace kepler::estimate {
-
-/// Counters of one external model (all monotonic). Plain value.
-struct AnswerCounts {
-    uint64_t answers = 0;   // matched to a frame this estimator read (used, on time or late)
-    uint64_t used = 0;      // of those: there when their frame was estimated
-    uint64_t late = 0;      // of those: arrived more than one interval after their frame was read
-    uint64_t missing = 0;   // frames that got no answer while they were remembered
-    uint64_t rejected = 0;  // invalid, duplicate, or for a frame not read / no longer remembered
-};
 
 /// An answer matched to a frame read earlier (not the one being estimated). Plain value.
 struct MatchedAnswer {

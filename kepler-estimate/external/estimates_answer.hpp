@@ -11,17 +11,10 @@
 #include <vector>
 
 #include "keplershm/keplershm.hpp"
+#include "core/frame_id.hpp"
 #include "core/zones.hpp"
 
 namespace kepler::estimate {
-
-/// A collector frame: its writer generation and sequence. Sequence alone is ambiguous (a collector
-/// started afresh numbers from 1 again). Plain value.
-struct FrameId {
-    uint64_t generation = 0;
-    uint64_t sequence = 0;
-    auto operator<=>(const FrameId&) const = default;
-};
 
 /// A validated answer. Plain value.
 struct EstimatesAnswer {

@@ -57,7 +57,7 @@ std::vector<LateEnergy> ExternalModel::take_late_answers() {
     return out;
 }
 
-std::string ExternalModel::state() const {
+std::string ExternalModel::no_answer_reason() const {
     const FeedStatus status = source_->status();
     if (!status.state.empty()) return status.state;
     if (rejected_this_frame_) return "answer rejected: " + matcher_.last_rejection();
@@ -66,7 +66,7 @@ std::string ExternalModel::state() const {
     return "answers arrive after their frame is estimated; compared with the meter when they do";
 }
 
-ExternalReport ExternalModel::report() const {
+std::optional<ExternalReport> ExternalModel::external_report() const {
     const FeedStatus status = source_->status();
     ExternalReport r;
     r.segment = source_name_;

@@ -28,23 +28,6 @@ struct ExternalOptions {
     keplershm::ReaderOptions reader;      // the estimates segment's accepted owner and frame cap
 };
 
-/// What the estimator knows of an external model, for export. Plain value.
-struct ExternalReport {
-    std::string segment;
-    std::string producer;  // model name in the estimates header
-    std::string version;   // model version in the estimates header
-    AnswerCounts counts;
-    std::optional<double> last_lag_s;
-    uint64_t arrivals_dropped = 0;
-};
-
-/// An answer matched after its frame was estimated, as node energy. Plain value.
-struct LateEnergy {
-    FrameId frame;
-    NodeEnergy energy;
-    double interval_s = 0;
-};
-
 /// Not thread-safe (NodeModel contract): the pipeline thread calls it. Its AnswerSource may run its
 /// own reader thread (thread-safe by itself).
 class ExternalModel final : public NodeModel {
@@ -57,13 +40,10 @@ public:
     /// The answer for this frame if it is already there (see the file comment for the one wait).
     std::optional<NodeEnergy> estimate(const FrameInput& input) override;
 
-    /// Answers for earlier frames matched during the latest estimate() call.
-    [[nodiscard]] std::vector<LateEnergy> take_late_answers();
-    /// Why the latest estimate() had no answer (stable text, no frame numbers: it is a label value).
-    [[nodiscard]] std::string state() const;
-    [[nodiscard]] ExternalReport report() const;
-    /// Lines worth logging since the last call: attached, producer gone, first rejection of a kind.
-    [[nodiscard]] std::vector<std::string> take_messages();
+    std::string no_answer_reason() const override;
+    std::vector<LateEnergy> take_late_answers() override;
+    std::vector<std::string> take_messages() override;
+    std::optional<ExternalReport> external_report() const override;
 
 private:
     void pull(FrameId current);

@@ -63,6 +63,7 @@ class MeasuredModel final : public NodeModel {
 public:
     explicit MeasuredModel(GpuIdleWatts gpu_idle) : gpu_idle_(std::move(gpu_idle)) {}
     std::string_view kind() const noexcept override { return "measured"; }
+    std::string no_answer_reason() const override { return "no valid meter reading in the frame"; }
     std::optional<std::string> refusal(const NodeFacts& node) const override {
         if (!node.has_meter) return "node has no power meter";
         return std::nullopt;

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/frame_id.hpp"
 #include "core/node_energy.hpp"
 #include "keplershm/keplershm.hpp"
 #include "model/features.hpp"
@@ -30,6 +31,33 @@ struct FrameInput {
     const keplershm::FrameView& frame;
     const NodeFeatures& features;
     const NodeFacts& node;
+};
+
+/// Counters of a model that answers from another process (all monotonic). Plain value.
+struct AnswerCounts {
+    uint64_t answers = 0;   // matched to a frame this estimator read (used, on time or late)
+    uint64_t used = 0;      // of those: there when their frame was estimated
+    uint64_t late = 0;      // of those: arrived more than one interval after their frame was read
+    uint64_t missing = 0;   // frames that got no answer while they were remembered
+    uint64_t rejected = 0;  // invalid, duplicate, or for a frame not read / no longer remembered
+};
+
+/// What the estimator knows of a model that answers from another process (PROTOCOL.md §8), for
+/// export. Plain value.
+struct ExternalReport {
+    std::string segment;
+    std::string producer;  // model name in the estimates header
+    std::string version;   // model version in the estimates header
+    AnswerCounts counts;
+    std::optional<double> last_lag_s;
+    uint64_t arrivals_dropped = 0;
+};
+
+/// An answer matched after its frame was estimated, as node energy. Plain value.
+struct LateEnergy {
+    FrameId frame;
+    NodeEnergy energy;
+    double interval_s = 0;
 };
 
 /// How well a model's training CPU matches this node (MODELS.md: exact, then vendor, then any).
@@ -55,6 +83,16 @@ public:
     /// Energy per zone for the frame's interval, or nullopt when this frame gives the model nothing
     /// to work with (no valid meter reading, a needed feature missing). Throws on internal failure.
     [[nodiscard]] virtual std::optional<NodeEnergy> estimate(const FrameInput& input) = 0;
+    /// Why the latest estimate() had no answer (a label value: stable text, no frame numbers).
+    [[nodiscard]] virtual std::string no_answer_reason() const { return "needed features missing from the frame"; }
+
+    // Models that answer from another process (external models); the others keep these defaults.
+    /// Answers for earlier frames matched during the latest estimate() call.
+    [[nodiscard]] virtual std::vector<LateEnergy> take_late_answers() { return {}; }
+    /// Lines worth logging since the last call (attached, producer gone, first rejection of a kind).
+    [[nodiscard]] virtual std::vector<std::string> take_messages() { return {}; }
+    /// The channel's counters.
+    [[nodiscard]] virtual std::optional<ExternalReport> external_report() const { return std::nullopt; }
 };
 
 /// Built-in utilisation curve of MODELS.md; defaults are Cloud Carbon Footprint's AWS averages.

@@ -2,10 +2,32 @@
 
 #include <fmt/format.h>
 
+#include "external/external_model.hpp"
+
 namespace kepler::estimate {
 
+namespace {
+
+/// Selection knows models only as NodeModels; the external kind (PROTOCOL.md §8) is made here.
+EstimatorOptions with_external_models(EstimatorOptions options) {
+    ModelSetOptions& set = options.model_set;
+    if (set.make_external) return options;
+    set.make_external = [wait = set.external_wait, window = set.external_window, reader = set.external_reader](
+                            const ModelSpec& spec, bool primary) -> std::unique_ptr<NodeModel> {
+        ExternalOptions external;
+        external.wait = wait;
+        external.primary = primary;
+        external.matcher.window_frames = window;
+        external.reader = reader;
+        return std::make_unique<ExternalModel>(spec.name, spec.source, external);
+    };
+    return options;
+}
+
+}  // namespace
+
 Estimator::Estimator(EstimatorOptions options)
-    : options_(std::move(options)), models_(options_.models, options_.primary, options_.model_set),
+    : options_(with_external_models(std::move(options))), models_(options_.models, options_.primary, options_.model_set),
       reports_(models_.reports()), ledger_(options_.ledger) {}
 
 std::vector<std::string> Estimator::refresh_models() {

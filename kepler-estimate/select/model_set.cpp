@@ -6,7 +6,6 @@
 #include <cmath>
 #include <numeric>
 
-#include "external/external_model.hpp"
 #include "load/http_fetch.hpp"
 #include "model/kepler/kepler_model.hpp"
 #include "load/kepler_model_db.hpp"
@@ -44,14 +43,6 @@ void add_measured_gpus(NodeEnergy& primary, const NodeEnergy& measured) {
     }
 }
 
-std::string no_answer_reason(const ModelSet::Entry& e) {
-    switch (e.spec.kind) {
-        case ModelSpec::Kind::measured: return "no valid meter reading in the frame";
-        case ModelSpec::Kind::external: return static_cast<const ExternalModel&>(*e.model).state();
-        default: return "needed features missing from the frame";
-    }
-}
-
 /// A model file loaded (first time or again) takes over the entry, with what its files say of it.
 void install(ModelSet::Entry& e, std::unique_ptr<NodeModel> fresh) {
     e.model = std::move(fresh);
@@ -73,12 +64,8 @@ ModelSet::ModelSet(std::vector<ModelSpec> specs, std::optional<std::string> prim
         if (spec.kind == ModelSpec::Kind::measured) entry->model = make_measured_model(options.gpu_idle);
         if (spec.kind == ModelSpec::Kind::curve) entry->model = make_curve_model(spec.name, spec.curve);
         if (spec.kind == ModelSpec::Kind::external) {
-            ExternalOptions external;
-            external.wait = options.external_wait;
-            external.primary = primary_ && *primary_ == spec.name;
-            external.matcher.window_frames = options.external_window;
-            external.reader = options.external_reader;
-            entry->model = std::make_unique<ExternalModel>(spec.name, spec.source, external);
+            if (!options.make_external) throw std::invalid_argument(fmt::format("model {}: external models are not available here", spec.name));
+            entry->model = options.make_external(spec, primary_ && *primary_ == spec.name);
         }
         if (spec.kind == ModelSpec::Kind::xgboost) entry->state = fmt::format("waiting for {}", metadata_path(spec.path).string());
         if (spec.kind == ModelSpec::Kind::kepler || spec.kind == ModelSpec::Kind::kepler_db) entry->state = "not loaded yet";
@@ -263,7 +250,7 @@ std::optional<NodeEnergy> ModelSet::ask(Entry& e, const FrameInput& in) {
         e.state = fmt::format("prediction failed: {}", error.what());
         return std::nullopt;
     }
-    if (e.spec.kind == ModelSpec::Kind::external) take_late_answers(e);  // earlier frames first
+    take_late_answers(e);  // earlier frames first (models answering from another process)
     if (!answer) return std::nullopt;
     e.answered = true;
     e.state.clear();
@@ -325,7 +312,7 @@ void ModelSet::note_reasons(const std::vector<std::optional<NodeEnergy>>& answer
         if (choice.index == i) e.report.reason = choice.why;
         else if (!e.state.empty()) e.report.reason = e.state;
         else if (e.refused) e.report.reason = "refused: " + *e.refused;
-        else if (!answers[i]) e.report.reason = no_answer_reason(e);
+        else if (!answers[i]) e.report.reason = e.model->no_answer_reason();
         else e.report.reason = fmt::format("standby: {} is preferred", choice.index ? entries_[*choice.index]->spec.name : "none");
     }
 }
@@ -357,7 +344,7 @@ ModelSetResult ModelSet::estimate(const FrameInput& in) {
 void ModelSet::take_late_answers(Entry& e) {
     // Answers for frames estimated earlier: they count for the model's energy, power and error against
     // that frame's meter reading, never for attribution (that frame is done).
-    for (LateEnergy& late : static_cast<ExternalModel&>(*e.model).take_late_answers()) {
+    for (LateEnergy& late : e.model->take_late_answers()) {
         e.report.watts.clear();
         for (const ZoneEnergy& z : late.energy.zones) {
             e.report.energy_uj[z.zone.kind] += z.total_uj;
@@ -373,7 +360,7 @@ std::vector<ModelReport> ModelSet::reports() const {
     std::vector<ModelReport> out;
     for (const auto& e : entries_) {
         out.push_back(e->report);
-        if (e->spec.kind == ModelSpec::Kind::external) out.back().external = static_cast<const ExternalModel&>(*e->model).report();
+        if (e->model) out.back().external = e->model->external_report();
     }
     return out;
 }
@@ -381,8 +368,8 @@ std::vector<ModelReport> ModelSet::reports() const {
 std::vector<std::string> ModelSet::take_messages() {
     std::vector<std::string> out;
     for (auto& e : entries_) {
-        if (e->spec.kind != ModelSpec::Kind::external) continue;
-        for (std::string& line : static_cast<ExternalModel&>(*e->model).take_messages()) out.push_back(std::move(line));
+        if (!e->model) continue;
+        for (std::string& line : e->model->take_messages()) out.push_back(std::move(line));
     }
     return out;
 }

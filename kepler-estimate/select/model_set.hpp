@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -12,7 +13,6 @@
 #include <vector>
 
 #include "keplershm/keplershm.hpp"
-#include "external/external_model.hpp"
 #include "load/http_fetch.hpp"
 #include "load/model_spec.hpp"
 #include "load/model_watch.hpp"
@@ -68,6 +68,9 @@ struct ModelSetOptions {
     keplershm::ReaderOptions external_reader;
     /// --gpu-idle-watts: GPUs' idle power as configured, instead of detected.
     GpuIdleWatts gpu_idle;
+    /// Makes the model of an `external:` spec (`primary`: it is --primary); set by the Estimator, which
+    /// knows the external model, so that selection does not.
+    std::function<std::unique_ptr<NodeModel>(const ModelSpec& spec, bool primary)> make_external;
 };
 
 /// Owns the configured models. Not thread-safe: the pipeline thread calls it; the exporter reads
