@@ -36,6 +36,17 @@ ROWS = [("Basic", "¹", None, False), ("Basic", ", with CSV-only columns²", Non
 ZONES = ("package", "dram")
 
 
+def bench_arguments(doc, rounds=ROUNDS):
+    """The options every script here shares (--data, --rounds, --folds), parsed; `doc`'s first paragraph
+    is the description."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    p.add_argument("--data", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "data",
+                                                  "kepler-model-db"))
+    p.add_argument("--rounds", type=int, default=rounds)
+    p.add_argument("--folds", type=int, default=FOLDS)
+    return p.parse_args()
+
+
 def load_group(data, group):
     return load(os.path.join(data, "nx12_rapl_abs_%s.csv" % group))
 

@@ -10,7 +10,6 @@ change bites. The evidence behind train's RULE (bindings/python/README.md).
 Deterministic (seeded), ~1 min on one core. The rules were compared on these folds, so a rule that wins
 here by little has not shown that it generalizes; one that wins by a lot on the last fifth has.
 """
-import argparse
 import os
 import sys
 
@@ -18,18 +17,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bindings", "python"))
 sys.path.insert(0, HERE)
 
-from accuracy_table import ROWS, ZONES, evaluate_row  # noqa: E402
+from accuracy_table import ROWS, ZONES, bench_arguments, evaluate_row  # noqa: E402
 from keplershm.research import train  # noqa: E402
-from keplershm.research.validation import FOLDS  # noqa: E402
 from keplershm.schema import np  # noqa: E402
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", default=os.path.join(HERE, "..", "..", "tests", "data", "kepler-model-db"))
-    p.add_argument("--rounds", type=int, default=train.ROUNDS)
-    p.add_argument("--folds", type=int, default=FOLDS)
-    a = p.parse_args()
+    a = bench_arguments(__doc__)
     columns, results = [], []
     for row in ROWS:
         report = evaluate_row(a.data, row, a.rounds, a.folds)

@@ -11,7 +11,6 @@ trees alone / with the slopes.
 
 Deterministic (seeded), ~2 min on one core.
 """
-import argparse
 import os
 import sys
 
@@ -19,11 +18,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bindings", "python"))
 sys.path.insert(0, HERE)
 
-from accuracy_table import ROWS, ZONES, load_group  # noqa: E402
+from accuracy_table import ROWS, ZONES, bench_arguments, load_group  # noqa: E402
 from keplershm.model import select_columns  # noqa: E402
-from keplershm import extrapolation
+from keplershm import extrapolation  # noqa: E402
 from keplershm.research import train  # noqa: E402
-from keplershm.research.validation import FOLDS, blocked_folds  # noqa: E402
+from keplershm.research.validation import blocked_folds  # noqa: E402
 from keplershm.schema import np  # noqa: E402
 
 
@@ -43,11 +42,7 @@ def capped_excess_watts(X, names, ranges, slopes):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", default=os.path.join(HERE, "..", "..", "tests", "data", "kepler-model-db"))
-    p.add_argument("--rounds", type=int, default=train.ROUNDS)
-    p.add_argument("--folds", type=int, default=FOLDS)
-    a = p.parse_args()
+    a = bench_arguments(__doc__)
     print("| group | zone | fold | model | rows outside the range | their MAE: trees alone / + slopes / + capped slopes "
           "| fold MAE: trees alone / + slopes |")
     print("| --- | --- | --- | --- | --- | --- | --- |")

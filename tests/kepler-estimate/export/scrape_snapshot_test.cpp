@@ -60,17 +60,28 @@ void expect_one_frame(const Families& f) {
 
 }  // namespace
 
-TEST(ScrapeSnapshot, FrameIsProcessedWhileAScrapeBuildsItsFamilies) {
-    Feed feed(metered_node());
-    Estimator est(EstimatorOptions{});
-    for (uint64_t n = 0; n < 2; ++n) ASSERT_TRUE(est.process(feed.frame(numbered_frame(n))));
-    PrometheusExport exporter(est, ExportOptions{.process_metrics = true, .include_timing = false, .names = MetricNames::both});
+/// Two frames estimated; each test then holds one side (a scrape, or a frame whose models answered)
+/// while the other runs. The wait is a guard, not a timing threshold: a side that needed the lock the
+/// held one keeps would never come, and the test fails.
+class HeldScrapeSnapshot : public ::testing::Test {
+protected:
+    void SetUp() override {
+        for (uint64_t n = 0; n < 2; ++n) ASSERT_TRUE(est.process(feed.frame(numbered_frame(n))));
+    }
+    static bool came(std::promise<void>& other_side) {
+        return other_side.get_future().wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+    }
+    Feed feed{metered_node()};
+    Estimator est{EstimatorOptions{}};
+    PrometheusExport exporter{est, ExportOptions{.process_metrics = true, .include_timing = false, .names = MetricNames::both}};
+};
+
+TEST_F(HeldScrapeSnapshot, FrameIsProcessedWhileAScrapeBuildsItsFamilies) {
     std::promise<void> scrape_held, frame_done;
     bool frame_came = false;
     exporter.set_after_snapshot_hook([&] {
         scrape_held.set_value();
-        // Not a timing threshold: with the lock still held the frame never comes, and this fails the test.
-        frame_came = frame_done.get_future().wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+        frame_came = came(frame_done);
     });
     Families families;
     std::thread scraper([&] { families = collect(exporter); });
@@ -87,19 +98,14 @@ TEST(ScrapeSnapshot, FrameIsProcessedWhileAScrapeBuildsItsFamilies) {
     EXPECT_EQ(series_value(collect(exporter), "kepler_estimator_frames_read_total"), 3.0);
 }
 
-TEST(ScrapeSnapshot, AScrapeDoesNotWaitForTheModels) {
+TEST_F(HeldScrapeSnapshot, AScrapeDoesNotWaitForTheModels) {
     // The models run without the lock (an external one may be waited for, up to 100 ms by default):
     // a scrape taken then copies the frames published before it and returns.
-    Feed feed(metered_node());
-    Estimator est(EstimatorOptions{});
-    for (uint64_t n = 0; n < 2; ++n) ASSERT_TRUE(est.process(feed.frame(numbered_frame(n))));
-    PrometheusExport exporter(est, ExportOptions{.process_metrics = true, .include_timing = false, .names = MetricNames::both});
     std::promise<void> models_answered, scraped;
     bool scrape_came = false;
     est.set_after_models_hook([&] {
         models_answered.set_value();
-        // Not a timing threshold: if the scrape needed the lock it would never come, and this fails the test.
-        scrape_came = scraped.get_future().wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+        scrape_came = came(scraped);
     });
     bool estimated = false;
     std::thread pipeline([&] { estimated = est.process(feed.frame(numbered_frame(2))); });
