@@ -1,5 +1,5 @@
-// Where frames come from: a live segment (waited for until it appears, followed across collector
-// restarts) or a recording file (read as fast as possible).
+// Where frames come from: a live segment (keplershm::Follower: waited for until it appears, followed
+// across collector restarts, what it does logged) or a recording file (read as fast as possible).
 #pragma once
 
 #include <chrono>
@@ -7,11 +7,13 @@
 #include <optional>
 #include <string>
 
+#include "keplershm/follower.hpp"
 #include "keplershm/keplershm.hpp"
 
 namespace kepler::estimate {
 
-/// Owns one keplershm::Reader. Not thread-safe: one pipeline thread reads from it.
+/// Owns one keplershm::Follower or one recording's keplershm::Reader. Not thread-safe: one pipeline
+/// thread reads from it.
 class FrameSource {
 public:
     enum class Result { frame, idle, end };
@@ -21,39 +23,28 @@ public:
     /// A recording; throws keplershm::Error when it cannot be opened.
     static FrameSource replay(const std::string& path);
 
-    /// The next frame (a private copy, valid until the next call), or idle after `timeout` with
-    /// nothing new, or end when a recording is over. Frames lost since the previous call are in
-    /// view.missed(). Broken frames are logged, counted in errors() and skipped.
+    /// The next frame (a private copy, valid until the next call), or idle after `timeout` with nothing
+    /// new, or end when a recording is over. Frames lost since the previous call are in view.missed().
+    /// Broken frames are logged, counted in errors() and skipped.
     Result next(keplershm::FrameView& view, std::chrono::milliseconds timeout);
 
-    [[nodiscard]] bool is_recording() const noexcept { return recording_; }
-    [[nodiscard]] uint64_t errors() const noexcept { return errors_; }
+    [[nodiscard]] bool is_recording() const noexcept { return recording_.has_value(); }
+    [[nodiscard]] uint64_t errors() const noexcept { return follower_ ? follower_->rejected_frames() : errors_; }
     /// A recording that ends in the middle of a record (its whole frames were delivered).
     [[nodiscard]] bool truncated() const noexcept { return truncated_; }
-    [[nodiscard]] uint64_t reattaches();
+    [[nodiscard]] uint64_t reattaches() const noexcept { return follower_ ? follower_->reattaches() : 0; }
     /// Frames in a recording (0 for live sources).
-    [[nodiscard]] uint64_t recording_frames();
+    [[nodiscard]] uint64_t recording_frames() { return recording_ ? recording_->latest() : 0; }
 
 private:
-    /// What the live writer is doing, as far as this reader can tell (PROTOCOL.md §1.3).
-    enum class WriterState { live, retired, stale };
+    FrameSource() = default;
+    Result next_recorded(keplershm::FrameView& view);
 
-    FrameSource(std::string name, bool recording, keplershm::ReaderOptions reader_options = {})
-        : name_(std::move(name)), recording_(recording), reader_options_(std::move(reader_options)) {}
-    Result read_next(keplershm::FrameView& view, std::chrono::milliseconds timeout);
-    /// Logs what the reader follows or waits for, once per change: a new generation, a writer that
-    /// retired or went stale (and since when), one that beats again.
-    void report_writer(const keplershm_segment_info& info);
-
-    std::string name_;
-    bool recording_ = false;
-    keplershm::ReaderOptions reader_options_;
-    std::optional<keplershm::Reader> reader_;
-    bool said_waiting_ = false;
+    std::string path_;
+    std::optional<keplershm::Follower> follower_;
+    std::optional<keplershm::Reader> recording_;
     uint64_t errors_ = 0;
     bool truncated_ = false;
-    uint64_t reattaches_seen_ = 0;
-    WriterState writer_state_ = WriterState::live;
 };
 
 }  // namespace kepler::estimate

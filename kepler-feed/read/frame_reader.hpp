@@ -1,6 +1,6 @@
-// The feed's one reader of the segment: a thread that copies every frame out of shared memory (through
-// the C ABI, read-only and unprivileged), follows the collector across restarts, and hands each frame
-// to a sink as an immutable Snapshot that any number of subscribers share.
+// The feed's one reader of the segment: a thread that copies every frame out of shared memory (read-only
+// and unprivileged, through keplershm::Follower as kepler-estimate reads it), follows the collector across
+// restarts, and hands each frame to a sink as an immutable Snapshot that any number of subscribers share.
 #pragma once
 
 #include <atomic>
@@ -13,7 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "keplershm.h"
+#include "keplershm/follower.hpp"
+#include "keplershm/keplershm.hpp"
 
 namespace kepler::feed {
 
@@ -74,23 +75,17 @@ public:
 
 private:
     void run();
-    bool attach();
-    void catch_up(uint64_t upto);
-    /// Copies frames [first, end) the ring still holds to the sink, oldest first.
-    void forward_held(uint64_t first, uint64_t end);
-    void read_one();
-    SnapshotPtr snapshot_of(const keplershm_view& view);
-    std::shared_ptr<const SegmentFacts> facts_of(const keplershm_view& view);
-    void detach(const std::string& why);
+    /// Reads one frame (or waits up to a slice for one) and hands it to the sink.
+    bool read_one(std::chrono::milliseconds timeout);
+    SnapshotPtr snapshot_of(const keplershm::FrameView& view);
+    std::shared_ptr<const SegmentFacts> facts_of(const keplershm::FrameView& view);
 
     std::string name_;
     std::function<void(SnapshotPtr)> sink_;
     std::function<void()> tick_;
     std::atomic<bool> stopping_{false};
     std::thread thread_;
-    keplershm_reader* reader_ = nullptr;  // reader thread only
-    bool said_waiting_ = false;
-    uint64_t prefill_upto_ = 0;  // frames before this one were read by catch_up on attach
+    keplershm::Follower follower_;  // reader thread only (start() before the thread)
 
     mutable std::mutex mutex_;  // guards status_
     ReaderStatus status_;

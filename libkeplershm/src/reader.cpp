@@ -338,7 +338,7 @@ Status ReaderImpl::next(milliseconds timeout, keplershm_view& view) {
                 last_ = recording_ ? 0 : std::max<uint64_t>(current().layout.header.first_sequence, 1) - 1;
             } else {
                 started_ = true;
-                last_ = newest - 1;  // a live stream starts at the newest frame
+                last_ = (options_.start == ReaderOptions::Start::oldest_held ? oldest_readable() : newest) - 1;
             }
         }
         const uint64_t target = last_ + 1;

@@ -268,6 +268,10 @@ struct ReaderOptions {
     // (PROTOCOL.md §1.3). 0: 3 heartbeat periods + 1 s.
     std::chrono::milliseconds heartbeat_timeout{0};
     bool reattach = true;                             // follow the writer to new generations
+    // Where next() begins on a live segment: its newest frame (a monitor), or the oldest frame its ring
+    // still holds (a relay such as kepler-feed, whose subscribers resume from a sequence they saw).
+    enum class Start { newest, oldest_held };
+    Start start = Start::newest;
     // The header is untrusted and a reader's copy buffer grows with the frames it reads: a segment whose
     // slots hold frames larger than this is refused at open (Error NO_MEMORY), never allocated for.
     uint64_t max_frame_bytes = 64ull << 20;
