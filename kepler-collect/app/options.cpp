@@ -1,75 +1,38 @@
 // Command line of kepler-collect (CLI11).
-#include <cmath>
 #include <iostream>
-#include <tuple>
 
 #include <CLI/CLI.hpp>
 
-#include "common/text_io.hpp"
 #include "kepler_collect/collector.hpp"
+#include "support/cli/units.hpp"
 #include "support/version/build_info.hpp"
 
 namespace kepler::collect {
 
-std::optional<std::chrono::nanoseconds> parse_duration(std::string_view text) {
-    text = trim(text);
-    size_t split = 0;
-    while (split < text.size() && ((text[split] >= '0' && text[split] <= '9') || text[split] == '.')) ++split;
-    if (split == 0) return std::nullopt;
-    double value = 0;
-    try {
-        size_t used = 0;
-        value = std::stod(std::string(text.substr(0, split)), &used);
-        if (used != split) return std::nullopt;
-    } catch (...) {
-        return std::nullopt;
-    }
-    const std::string_view unit = text.substr(split);
-    double scale = 0;
-    if (unit.empty() || unit == "s") scale = 1e9;
-    else if (unit == "ms") scale = 1e6;
-    else if (unit == "us") scale = 1e3;
-    else if (unit == "ns") scale = 1;
-    else if (unit == "m") scale = 60e9;
-    else return std::nullopt;
-    const double ns = value * scale;
-    if (!(ns >= 1) || ns > 86400e9) return std::nullopt;  // between 1 ns and a day
-    return std::chrono::nanoseconds(static_cast<int64_t>(std::llround(ns)));
-}
-
-std::optional<uint64_t> parse_byte_size(std::string_view text) {
-    text = trim(text);
-    size_t split = 0;
-    while (split < text.size() && text[split] >= '0' && text[split] <= '9') ++split;
-    const auto number = parse_u64(text.substr(0, split));
-    if (!number) return std::nullopt;
-    const std::string_view unit = text.substr(split);
-    uint64_t scale = 0;
-    if (unit.empty() || unit == "B") scale = 1;
-    else if (unit == "K" || unit == "Ki" || unit == "KiB") scale = 1ull << 10;
-    else if (unit == "M" || unit == "Mi" || unit == "MiB") scale = 1ull << 20;
-    else if (unit == "G" || unit == "Gi" || unit == "GiB") scale = 1ull << 30;
-    else return std::nullopt;
-    if (*number > UINT64_MAX / scale) return std::nullopt;
-    return *number * scale;
-}
-
 namespace {
 
-/// Options given as text and converted after parsing (durations, sizes, the octal mode).
+/// Options converted after parsing: durations in seconds and sizes in bytes as CLI11's unit transforms
+/// leave them (support/cli/units.hpp), and the octal mode.
 struct TextOptions {
-    std::string interval = "1s";
-    std::string max_bytes = "256Mi";
-    std::string refresh = "30s";
+    double interval_s = 1;
+    uint64_t max_bytes = 256ull << 20;
+    double refresh_s = 30;
     std::string mode = "0640";
-    std::string redfish_poll = "2s";
-    std::string redfish_timeout = "5s";
-    std::string redfish_max_age = "10s";
+    double redfish_poll_s = 2;
+    double redfish_timeout_s = 5;
+    double redfish_max_age_s = 10;
 };
+
+/// A duration option: "500ms", "2s", "5m" (a bare number is seconds), shown with its default as written.
+CLI::Option* add_duration(CLI::App& app, const std::string& flag, double& seconds, const std::string& help,
+                          const std::string& default_text) {
+    return support::duration_option(app.add_option(flag, seconds, help))->default_str(default_text);
+}
 
 void add_general_options(CLI::App& app, CollectorOptions& o, TextOptions& text) {
     app.add_option("--shm-name", o.shm_name, "Segment name under /dev/shm")->required();
-    app.add_option("--interval", text.interval, "Frame interval, e.g. 1s, 500ms (a bare number is seconds)")->capture_default_str();
+    add_duration(app, "--interval", text.interval_s, "Frame interval, e.g. 1s, 500ms (a bare number is seconds)", "1s")
+        ->check(CLI::Range(0.01, 86400.0));
     app.add_option("--source", o.source, "Per-process source: auto (bpf, else procfs), bpf or procfs")
         ->check(CLI::IsMember({"auto", "bpf", "procfs"}))->capture_default_str();
     app.add_option("--sysfs-root", o.sysfs_root, "Root of sysfs for powercap/hwmon (tests point it at a fake tree)")
@@ -92,7 +55,8 @@ void add_segment_options(CLI::App& app, CollectorOptions& o, TextOptions& text) 
     app.add_option("--string-capacity", o.string_capacity, "Bytes of cgroup path text per frame")
         ->check(CLI::Range(256u, 1u << 28))->capture_default_str();
     app.add_option("--slots", o.slot_count, "Frames kept in the ring")->check(CLI::Range(2u, 4096u))->capture_default_str();
-    app.add_option("--max-segment-bytes", text.max_bytes, "Cap on the segment size, e.g. 256Mi")->capture_default_str();
+    support::size_option(app.add_option("--max-segment-bytes", text.max_bytes, "Cap on the segment size, e.g. 256Mi"))
+        ->check(CLI::Range(uint64_t{4096}, UINT64_MAX))->default_str("256Mi");
     app.add_option("--segment-mode", text.mode, "File mode of the segment (octal)")->capture_default_str();
     app.add_flag("--replace-live", o.replace_live, "Take the name even from a live collector");
 }
@@ -115,7 +79,7 @@ void add_kube_options(CLI::App& app, CollectorOptions& o, TextOptions& text) {
     app.add_option("--kube-token-file", o.kube_token_file, "Bearer token file (default: the service account's)");
     app.add_option("--kube-ca-file", o.kube_ca_file, "CA bundle for the API server or kubelet");
     app.add_flag("--kube-insecure-skip-tls-verify", o.kube_insecure_skip_tls_verify, "Do not verify the server certificate");
-    app.add_option("--metadata-refresh", text.refresh, "Pod list refresh period")->capture_default_str();
+    add_duration(app, "--metadata-refresh", text.refresh_s, "Pod list refresh period", "30s")->check(CLI::Range(0.001, 86400.0));
 }
 
 void add_gpu_options(CLI::App& app, CollectorOptions& o) {
@@ -139,38 +103,27 @@ void add_redfish_options(CLI::App& app, CollectorOptions& o, TextOptions& text) 
         ->check(CLI::IsMember({"session", "basic"}))->capture_default_str();
     app.add_option("--redfish-credentials-file", o.redfish_credentials_file,
                    "File with the BMC username (line 1) and password (line 2); $KEPLER_BMC_USERNAME/$KEPLER_BMC_PASSWORD win");
-    app.add_option("--redfish-poll", text.redfish_poll, "How often the BMC is read (its own thread)")->capture_default_str();
-    app.add_option("--redfish-timeout", text.redfish_timeout, "Limit for one BMC request")->capture_default_str();
-    app.add_option("--redfish-max-age", text.redfish_max_age, "A BMC reading older than this is stale: not used")
-        ->capture_default_str();
+    // BMCs answer in hundreds of milliseconds: each of these is at least 100ms.
+    const CLI::Range bmc_range(0.1, 86400.0);
+    add_duration(app, "--redfish-poll", text.redfish_poll_s, "How often the BMC is read (its own thread)", "2s")->check(bmc_range);
+    add_duration(app, "--redfish-timeout", text.redfish_timeout_s, "Limit for one BMC request", "5s")->check(bmc_range);
+    add_duration(app, "--redfish-max-age", text.redfish_max_age_s, "A BMC reading older than this is stale: not used", "10s")
+        ->check(bmc_range);
 }
 
-/// A duration option of the BMC: at least 100 ms.
-std::string convert_bmc_duration(const std::string& flag, const std::string& text, std::chrono::milliseconds& out) {
-    const auto d = parse_duration(text);
-    if (!d || *d < std::chrono::milliseconds(100)) return flag + ": expected a duration of at least 100ms like 2s, got '" + text + "'";
-    out = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
-    return {};
+template <class Duration>
+Duration from_seconds(double seconds) {
+    return std::chrono::round<Duration>(std::chrono::duration<double>(seconds));  // 0.3 s is 300 ms, not 299
 }
 
 /// Converts the text options into `o`; returns the usage error ("" = none).
 std::string convert_text_options(const TextOptions& text, CollectorOptions& o) {
-    const auto interval = parse_duration(text.interval);
-    if (!interval || *interval < std::chrono::milliseconds(10)) {
-        return "--interval: expected a duration of at least 10ms like 1s or 500ms, got '" + text.interval + "'";
-    }
-    o.interval = *interval;
-    const auto refresh = parse_duration(text.refresh);
-    if (!refresh) return "--metadata-refresh: expected a duration like 30s, got '" + text.refresh + "'";
-    o.metadata_refresh = std::chrono::duration_cast<std::chrono::milliseconds>(*refresh);
-    const auto bytes = parse_byte_size(text.max_bytes);
-    if (!bytes || *bytes < 4096) return "--max-segment-bytes: expected a size like 256Mi, got '" + text.max_bytes + "'";
-    o.max_segment_bytes = *bytes;
-    for (const auto& [flag, value, out] : {std::tuple{"--redfish-poll", &text.redfish_poll, &o.redfish_poll},
-                                           std::tuple{"--redfish-timeout", &text.redfish_timeout, &o.redfish_timeout},
-                                           std::tuple{"--redfish-max-age", &text.redfish_max_age, &o.redfish_max_age}}) {
-        if (std::string error = convert_bmc_duration(flag, *value, *out); !error.empty()) return error;
-    }
+    o.interval = from_seconds<std::chrono::nanoseconds>(text.interval_s);
+    o.metadata_refresh = from_seconds<std::chrono::milliseconds>(text.refresh_s);
+    o.max_segment_bytes = text.max_bytes;
+    o.redfish_poll = from_seconds<std::chrono::milliseconds>(text.redfish_poll_s);
+    o.redfish_timeout = from_seconds<std::chrono::milliseconds>(text.redfish_timeout_s);
+    o.redfish_max_age = from_seconds<std::chrono::milliseconds>(text.redfish_max_age_s);
     if (o.redfish_max_age <= o.redfish_poll) return "--redfish-max-age must be longer than --redfish-poll";
     try {
         size_t used = 0;
@@ -201,7 +154,7 @@ std::optional<CollectorOptions> parse_command_line(int argc, char** argv, int& e
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        exit_code = app.exit(e);
+        exit_code = support::usage_exit(app, e);
         return std::nullopt;
     }
     if (const std::string error = convert_text_options(text, o); !error.empty()) {

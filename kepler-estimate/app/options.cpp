@@ -9,6 +9,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "support/cli/units.hpp"
 #include "support/version/build_info.hpp"
 
 namespace kepler::estimate {
@@ -36,7 +37,8 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
     app.add_option("--gpu-idle-watts", o.gpu_idle_watts,
                    "GPUs' idle power instead of detecting it (the lowest power seen while no process used the GPU): W for "
                    "every GPU, or INDEX=W,INDEX=W by device index");
-    app.add_option("--retention", o.retention_s, "seconds after which series of workloads that are gone are dropped")
+    support::duration_option(
+        app.add_option("--retention", o.retention_s, "how long series of workloads that are gone are kept (300, 5m)"))
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
     auto* process_metrics = app.add_flag("--process-metrics,!--no-process-metrics", o.process_metrics,
@@ -59,16 +61,19 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
                    "(default: the system's store)")->check(CLI::ExistingFile);
     app.add_flag("--model-server-insecure", o.model_server_insecure,
                  "do not verify an https model server's certificate (lab servers only; logged as a warning)");
-    app.add_option("--external-wait", o.external_wait_ms,
-                   "milliseconds an external --primary model's answer is waited for (capped at a quarter of the interval; "
-                   "other models never wait on an external one)")
+    support::duration_option(app.add_option("--external-wait", o.external_wait_ms,
+                                            "how long an external --primary model's answer is waited for (a bare number is "
+                                            "milliseconds; capped at a quarter of the interval; other models never wait on "
+                                            "an external one)"),
+                             support::BareNumber::milliseconds)
         ->check(CLI::Range(0, 1000))
         ->capture_default_str();
     app.add_option("--publish-estimates", o.publish_estimates,
                    "publish every model's answer to each frame in an estimates segment PREFIX-<model> (PROTOCOL.md section 8; "
                    "kepler-feed --estimates serves them beside the frames)");
     app.add_option("--xgboost-threads", o.xgboost_threads, "XGBoost nthread")->check(CLI::Range(1, 64))->capture_default_str();
-    app.add_option("--duration", o.duration_s, "live: stop after this many seconds (0: until SIGTERM)")->check(CLI::NonNegativeNumber);
+    support::duration_option(app.add_option("--duration", o.duration_s, "live: stop after this long (30, 30s, 10m; 0: until SIGTERM)"))
+        ->check(CLI::NonNegativeNumber);
     app.add_flag("--quiet", o.quiet, "replay: no progress on stderr");
     app.add_option("--log-level", o.log_level, "debug, info, warning or error")
         ->check(CLI::IsMember({"debug", "info", "warning", "error"}))->capture_default_str();
@@ -84,7 +89,7 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        exit_code = app.exit(e);
+        exit_code = support::usage_exit(app, e);
         return std::nullopt;
     }
     o.listen_given = listen->count() > 0;

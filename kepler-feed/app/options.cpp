@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "support/cli/units.hpp"
 #include "support/version/build_info.hpp"
 
 #include <algorithm>
@@ -23,9 +24,11 @@ std::optional<FeedOptions> parse_command_line(int argc, char** argv, int& exit_c
     app.add_option("--estimates", o.estimates,
                    "Estimates segment (PROTOCOL.md section 8, e.g. kepler-estimate --publish-estimates PREFIX's PREFIX-<model>) whose "
                    "answers frames carry when a subscriber selects section 'estimates'; repeatable");
-    app.add_option("--estimates-wait", o.estimates_wait_ms,
-                   "Milliseconds a frame waits for the answers of sources that keep up, after the feed read it (also capped at "
-                   "a quarter of the frame's interval); a frame whose answer did not come is sent marked missing")
+    support::duration_option(app.add_option("--estimates-wait", o.estimates_wait_ms,
+                                            "How long a frame waits for the answers of sources that keep up, after the feed "
+                                            "read it (a bare number is milliseconds; also capped at a quarter of the frame's "
+                                            "interval); a frame whose answer did not come is sent marked missing"),
+                             support::BareNumber::milliseconds)
         ->check(CLI::Range(0u, 10000u))->capture_default_str();
     app.add_option("--tls-cert", o.tls_cert, "Server certificate (PEM); with --tls-key enables TLS")->check(CLI::ExistingFile);
     app.add_option("--tls-key", o.tls_key, "Server private key (PEM)")->check(CLI::ExistingFile);
@@ -39,13 +42,14 @@ std::optional<FeedOptions> parse_command_line(int argc, char** argv, int& exit_c
         ->check(CLI::Range(1u, 4096u))->capture_default_str();
     app.add_option("--max-top-n", o.limits.max_top_n, "Largest top_n_by_cpu accepted")
         ->check(CLI::Range(1u, 1u << 24))->capture_default_str();
-    app.add_option("--drop-grace", o.limits.drop_grace_s,
-                   "Seconds a dropped subscriber that does not read may hold its call before it is cancelled")
+    support::duration_option(app.add_option("--drop-grace", o.limits.drop_grace_s,
+                                            "How long a dropped subscriber that does not read may hold its call before "
+                                            "it is cancelled (10, 10s, 1m; whole seconds)"))
         ->check(CLI::Range(1u, 3600u))->capture_default_str();
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        exit_code = app.exit(e);
+        exit_code = support::usage_exit(app, e);
         return std::nullopt;
     }
     for (size_t i = 0; i < o.estimates.size(); ++i) {

@@ -9,7 +9,6 @@ import pytest
 
 import keplershm
 import synthetic
-from keplershm.recorder import parse_duration, parse_size
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = os.environ.get("KEPLERSHM_TEST_PYTHON", sys.executable)
@@ -166,13 +165,6 @@ def test_truncated_recording_reads_whole_frames_then_says_so(recording, tmp_path
             got.append(f.sequence)
     assert got == list(range(1, len(got) + 1)) and len(got) >= 200
     assert len(list(keplershm.Reader(cut).frames(allow_truncated=True))) == len(got)
-
-
-def test_size_and_duration_parsing():
-    assert parse_size("64K") == 65536 and parse_size("2G") == 2 << 30 and parse_size("100") == 100
-    assert parse_duration("500ms") == 0.5 and parse_duration("5m") == 300 and parse_duration("2") == 2
-    with pytest.raises(ValueError, match="cannot read size"):
-        parse_size("lots")
 
 
 def test_frames_without_numpy_are_plain_dicts(recording):

@@ -5,6 +5,15 @@ import argparse
 import sys
 
 from .errors import InputError, KeplershmError
+from .units import parse_duration
+
+
+def _duration(text):
+    """argparse type: the daemons' duration grammar (keplershm.units), in seconds."""
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
 
 
 def _parser():
@@ -81,7 +90,7 @@ def _parser():
     s.add_argument("--model", required=True, help="model directory, NAME=DIR, or curve[:idle_w=..,max_w=..]")
     s.add_argument("--name", help="model name in the estimates header (default: the model's)")
     s.add_argument("--version", help="model version in the estimates header (default: model.json's version)")
-    s.add_argument("--duration", type=float, help="stop after this many seconds (default: until SIGTERM)")
+    s.add_argument("--duration", type=_duration, help="stop after this long (30, 30s, 5m; default: until SIGTERM)")
     s.add_argument("--frames", type=int, help="stop after answering this many frames")
     s.add_argument("--replace", action="store_true", help="take the estimates segment name even from a live writer")
     k = sub.add_parser("kepler-model", help="predict with a Kepler 0.7 model-DB file (SGDRegressorTrainer_N.json or "

@@ -4,7 +4,6 @@ The file format is written by libkeplershm only (no second implementation here).
 Python rather than in ``keplershm_recorder_follow`` so that it waits in 100 ms slices (Ctrl-C stops it
 cleanly and the file is closed, flushed and readable) and can report progress.
 """
-import re
 import sys
 import time
 
@@ -13,25 +12,8 @@ from .errors import NoSpace
 from .reader import E_END, E_TIMEOUT, E_WRITER_GONE, OK, SLICE_MS, STATE_RETIRED, Reader
 # Recorder, RecordResult and stop_reason are public here (keplershm.recorder.Recorder) as before the split.
 from .recording_file import Recorder, RecordResult, stop_reason  # noqa: F401
-
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-_TIME = {"": 1.0, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
-
-
-def parse_size(text):
-    """'500M', '2G', '1048576', '64KiB' → bytes."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", str(text), re.I)
-    if not m:
-        raise ValueError("cannot read size %r (examples: 1048576, 64K, 500M, 2G)" % text)
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-
-
-def parse_duration(text):
-    """'30', '30s', '500ms', '5m', '2h' → seconds."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|min|m|h)?\s*", str(text), re.I)
-    if not m:
-        raise ValueError("cannot read duration %r (examples: 30, 30s, 500ms, 5m, 2h)" % text)
-    return float(m.group(1)) * _TIME[(m.group(2) or "").lower()]
+# The daemons' grammar for --duration and --max-size (public here as before: keplershm.recorder.parse_size).
+from .units import parse_duration, parse_size  # noqa: F401
 
 
 def record(shm_name, out, duration_s=None, max_bytes=0, writer_grace_s=5.0, progress=None):

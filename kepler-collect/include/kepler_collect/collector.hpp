@@ -71,13 +71,6 @@ struct CollectorOptions {
 /// the message is already printed).
 [[nodiscard]] std::optional<CollectorOptions> parse_command_line(int argc, char** argv, int& exit_code);
 
-/// Parses "1s", "500ms", "2.5s", "100us", "1m" (a bare number means seconds); nullopt if malformed or
-/// not positive.
-[[nodiscard]] std::optional<std::chrono::nanoseconds> parse_duration(std::string_view text);
-
-/// Parses "268435456", "256Mi", "1G", "64K"; nullopt if malformed.
-[[nodiscard]] std::optional<uint64_t> parse_byte_size(std::string_view text);
-
 /// Runs until SIGTERM/SIGINT (or `frames` frames), then retires the segment. Returns the process exit
 /// code: 0 after a clean stop, 1 on a fatal error (logged).
 int run_collector(const CollectorOptions& options);
