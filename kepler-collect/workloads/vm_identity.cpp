@@ -65,22 +65,24 @@ std::string bounded(std::string_view text, size_t limit) {
     return out;
 }
 
-/// QEMU's option syntax: "guest=NAME,debug-threads=on" or "NAME,..."; ",," is a literal comma.
+/// QEMU's -name: "[guest=]NAME[,process=P][,debug-threads=on|off]", elements split at a comma, ",," a
+/// literal comma. The name is the guest= element's value, or the first element when it has no key (QEMU's
+/// implied "guest"); a "guest=" inside another element's value (process=guest=x) names nothing.
 std::string qemu_name(std::string_view value) {
-    if (const size_t guest = value.find("guest="); guest != std::string_view::npos) value = value.substr(guest + 6);
-    std::string name;
-    for (size_t k = 0; k < value.size() && name.size() < kMaxName; ++k) {
-        if (value[k] == ',') {
-            if (k + 1 < value.size() && value[k + 1] == ',') {
-                name.push_back(',');
-                ++k;
-                continue;
-            }
-            break;
+    std::vector<std::string> elements(1);
+    for (size_t k = 0; k < value.size() && elements.size() <= 8; ++k) {  // QEMU knows three keys
+        if (value[k] == ',' && k + 1 < value.size() && value[k + 1] == ',') {
+            ++k;
+        } else if (value[k] == ',') {
+            elements.emplace_back();
+            continue;
         }
-        name.push_back(value[k]);
+        if (elements.back().size() < kMaxName + 6) elements.back().push_back(value[k]);  // room for "guest="
     }
-    return bounded(name, kMaxName);
+    for (const std::string& element : elements) {
+        if (starts_with(element, "guest=")) return bounded(std::string_view(element).substr(6), kMaxName);
+    }
+    return elements.front().find('=') == std::string::npos ? bounded(elements.front(), kMaxName) : std::string();
 }
 
 VmProcess qemu(const Args& args) {

@@ -45,6 +45,9 @@ TEST(VmIdentity, QemuNamesAndUuidsAsLibvirtAndPeopleWriteThem) {
               "c7a5fdbd-cdaf-9455-926a-d65c16db1809") << "kept in lower case";
     EXPECT_EQ(vm_of({"qemu-system-aarch64", "-uuid", "not-a-uuid"}).id, "") << "a malformed UUID names nothing";
     EXPECT_EQ(vm_of({"kvm", "-name", "a,process=qemu:a"}).name, "a");
+    EXPECT_EQ(vm_of({"kvm", "-name", "web1,process=guest=worker"}).name, "web1") << "guest= inside a value names nothing";
+    EXPECT_EQ(vm_of({"kvm", "-name", "debug-threads=on,guest=db,,2"}).name, "db,2") << "guest= need not come first";
+    EXPECT_EQ(vm_of({"kvm", "-name", "process=qemu-vm"}).name, "") << "no guest name given";
 }
 
 TEST(VmIdentity, QemuAsXensDeviceModelIsXen) {
