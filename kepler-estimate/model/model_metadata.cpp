@@ -190,8 +190,13 @@ ModelMetadata parse_model_metadata(const std::string& text, const fs::path& dire
     m.expected_error_w = zone_watts(doc, "expected_error_w", origin);
     if (auto it = doc.find("cpu"); it != doc.end() && it->is_object()) {
         m.cpu_model = optional_string(*it, "model");
-        if (auto count = it->find("count"); count != it->end() && count->is_number_unsigned()) {
-            m.cpu_count = count->get<uint32_t>();
+        if (auto count = it->find("count"); count != it->end()) {
+            // The CPUs the model was trained on, compared with this node's when models are ranked.
+            constexpr uint64_t kMostCpus = 1u << 20;
+            if (!count->is_number_unsigned() || count->get<uint64_t>() == 0 || count->get<uint64_t>() > kMostCpus) {
+                throw ModelError(fmt::format("{}: cpu.count must be a whole number of CPUs from 1 to {}", origin, kMostCpus));
+            }
+            m.cpu_count = static_cast<uint32_t>(count->get<uint64_t>());
         }
     }
     read_training_range(doc, m, origin);

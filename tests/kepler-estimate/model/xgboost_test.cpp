@@ -261,6 +261,11 @@ TEST(XgboostModelFiles, BadTrainingRangesAndSlopesAreRejectedWithTheReason) {
     EXPECT_NE(error_of(R"(,"training_range":{"cpu_time_ms_per_s":[0,1]},"extrapolation":{"package":{"cpu_count":1}})")
                   .find("has a slope for cpu_count, which has no training_range"),
               std::string::npos);
+    EXPECT_EQ(error_of(R"(,"cpu":{"model":"x","count":96})"), "accepted");
+    for (const char* bad : {"0", "-4", "4294967297", "1.5", "\"96\""}) {  // 2^32 + 1 would wrap to 1
+        EXPECT_NE(error_of(fmt::format(R"(,"cpu":{{"count":{}}})", bad)).find("cpu.count must be a whole number of CPUs"),
+                  std::string::npos) << bad;
+    }
 }
 
 // Beyond its training range a model says so per feature, and its slopes add watts for the excess: the
