@@ -191,10 +191,11 @@ ModelMetadata parse_model_metadata(const std::string& text, const fs::path& dire
     if (auto it = doc.find("cpu"); it != doc.end() && it->is_object()) {
         m.cpu_model = optional_string(*it, "model");
         if (auto count = it->find("count"); count != it->end()) {
-            // The CPUs the model was trained on, compared with this node's when models are ranked.
+            // The CPUs the model was trained on, compared with this node's when models are ranked (0: unknown,
+            // as train writes it for data that did not say).
             constexpr uint64_t kMostCpus = 1u << 20;
-            if (!count->is_number_unsigned() || count->get<uint64_t>() == 0 || count->get<uint64_t>() > kMostCpus) {
-                throw ModelError(fmt::format("{}: cpu.count must be a whole number of CPUs from 1 to {}", origin, kMostCpus));
+            if (!count->is_number_unsigned() || count->get<uint64_t>() > kMostCpus) {
+                throw ModelError(fmt::format("{}: cpu.count must be a whole number of CPUs up to {} (0: unknown)", origin, kMostCpus));
             }
             m.cpu_count = static_cast<uint32_t>(count->get<uint64_t>());
         }
