@@ -82,7 +82,8 @@ fuzz() {
         -DKEPLERSHM_SANITIZE=address,undefined,fuzzer-no-link -DKEPLERSHM_FUZZ_SECONDS="${KEPLERSHM_FUZZ_SECONDS:-20}" \
         -DKEPLERSHM_COMPONENTS="" -DKEPLERSHM_BUILD_BENCHMARKS=OFF
   cmake --build build-fuzz -j"$jobs" --target fuzz_header fuzz_frame fuzz_segment fuzz_recording fuzz_cgroup_identity fuzz_conmon_cmdline \
-        fuzz_pickle_scaler fuzz_kepler_zip fuzz_kepler_weights fuzz_model_metadata fuzz_estimates_answer fuzz_kube_pod_list fuzz_feed_selection \
+        fuzz_pickle_scaler fuzz_kepler_zip fuzz_kepler_weights fuzz_model_metadata fuzz_node_type_index fuzz_estimates_answer \
+        fuzz_kube_pod_list fuzz_feed_selection \
         fuzz_vm_cmdline fuzz_drm_fdinfo
   (cd build-fuzz && ctest --output-on-failure -R '^fuzz\.')
 }
@@ -93,7 +94,7 @@ run_stage "the library's and the end-to-end tests with CLOCK_MONOTONIC near zero
 run_stage "containers: both images built with podman, the sidecar pod run (deploy.containers)" containers
 run_stage "ASan + UBSan: the library's, the collector's and the estimator's tests" asan_ubsan
 run_stage "TSan: the seqlock under threads (ring, lapping, a writer against two readers), scrapes against frames, concurrent /metrics scrapes, the feed's estimates board" tsan
-run_stage "libFuzzer (clang, ASan+UBSan): headers, frames, segments, recordings, cgroup paths, conmon and hypervisor command lines, DRM fdinfo, pod lists, model files (model.json, Kepler weights and zips, scaler pickles), estimates answers, feed requests, ${KEPLERSHM_FUZZ_SECONDS:-20} s each" fuzz
+run_stage "libFuzzer (clang, ASan+UBSan): headers, frames, segments, recordings, cgroup paths, conmon and hypervisor command lines, DRM fdinfo, pod lists, model files (model.json, Kepler weights and zips, scaler pickles, node type indexes), estimates answers, feed requests, ${KEPLERSHM_FUZZ_SECONDS:-20} s each" fuzz
 
 echo
 echo "== test.sh summary"

@@ -84,8 +84,20 @@ std::vector<NodeType> parse_index(const std::string& text) {
         if (ec != std::errc() || end != key.data() + key.size() || t.index < 0 || !attrs || !attrs->is_object()) {
             throw ModelError(fmt::format("node_type_index.json: node type \"{}\" is malformed", key));
         }
-        auto number = [&](const char* field) { return attrs->contains(field) && attrs->at(field).is_number() ? attrs->at(field).get<double>() : 0.0; };
-        t.processor = attrs->value("processor", std::string());
+        // An attribute the index leaves out is 0 (unknown), as the model server reads it; one of the wrong type
+        // or below 0 is refused: a negative attribute would raise the similarity above an exact match's.
+        auto number = [&](const char* field) {
+            const auto it = attrs->find(field);
+            if (it == attrs->end() || it->is_null()) return 0.0;
+            if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0) {
+                throw ModelError(fmt::format("node_type_index.json: node type {}: attrs.{} must be a number >= 0", t.index, field));
+            }
+            return it->get<double>();
+        };
+        if (auto it = attrs->find("processor"); it != attrs->end() && !it->is_null()) {
+            if (!it->is_string()) throw ModelError(fmt::format("node_type_index.json: node type {}: attrs.processor must be text", t.index));
+            t.processor = it->get<std::string>();
+        }
         t.cores = number("cores");
         t.chips = number("chips");
         t.memory = number("memory");

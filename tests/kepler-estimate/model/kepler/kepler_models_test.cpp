@@ -336,6 +336,32 @@ TEST(KeplerDb, NodeTypeIsChosenBySpec) {
     EXPECT_NE(amd.reason.find("no node type close enough"), std::string::npos) << amd.reason;
 }
 
+// node_type_index.json comes from a model server: a malformed entry is refused with its reason, and no
+// attribute can lift a type's similarity above an exact match's.
+TEST(KeplerDb, HostileNodeTypesAreRefusedWithTheReason) {
+    NodeSpec node;
+    node.processor = "intel_xeon";
+    node.cores = 8;
+    auto error_of = [&](const std::string& index) -> std::string {
+        try {
+            const NodeTypeChoice c = choose_node_type(index, node, 0.1);
+            EXPECT_GE(c.similarity, 0);
+            EXPECT_LE(c.similarity, 1);
+            return "accepted";
+        } catch (const ModelError& e) {
+            return e.what();
+        }
+    };
+    EXPECT_EQ(error_of(R"({"0":{"attrs":{"processor":"intel_xeon","cores":8}}})"), "accepted");
+    EXPECT_EQ(error_of(R"({"0":{"attrs":{"processor":null,"cores":8,"memory":null}}})"), "accepted") << "null: unknown";
+    EXPECT_NE(error_of(R"({"0":{"attrs":{"processor":"intel_xeon","cores":-24}}})").find("node type 0: attrs.cores must be a number >= 0"),
+              std::string::npos);
+    EXPECT_NE(error_of(R"({"0":{"attrs":{"processor":7}}})").find("attrs.processor must be text"), std::string::npos);
+    EXPECT_NE(error_of(R"({"0":{"attrs":{"chips":"2"}}})").find("attrs.chips must be a number"), std::string::npos);
+    EXPECT_NE(error_of(R"({"-1":{"attrs":{}}})").find("node type \"-1\" is malformed"), std::string::npos);
+    EXPECT_NE(error_of("[1,2]").find("node_type_index.json"), std::string::npos);
+}
+
 TEST(KeplerDb, SpecOptionsAndPaths) {
     const KeplerDbParams p = parse_kepler_db_params("/db,group=BPFIRQ,trainer=SGDRegressorTrainer,min_similarity=0.9");
     EXPECT_EQ(kepler_db_model_path(p, 3), fs::path("/db/rapl-sysfs/AbsPower/BPFIRQ/SGDRegressorTrainer_3.json"));
