@@ -179,7 +179,7 @@ void WorkloadResolver::name_vm(const ProcessKey& key, const std::string& base, W
     if (!vm->name.empty()) identity.vm_name = vm->name;
     if (!vm->id.empty()) identity.vm_id = vm->id;
     if (identity.vm_id.empty()) identity.vm_id = derived_vm_id(cmdline, key.pid, key.start_time_ticks);
-    if (identity.vm_name.empty()) identity.vm_name = default_vm_name(identity.runtime, identity.vm_id);
+    if (identity.vm_name.empty()) identity.vm_name = default_vm_name(vm->runtime, identity.vm_id);  // not a container runtime's
 }
 
 std::optional<uint32_t> WorkloadResolver::cgroup_owner(const ChosenCgroup& chosen) const {

@@ -143,6 +143,13 @@ TEST(VmIdentity, TheResolverMakesAHostsVmmAVmAndLetsLibvirtsScopeWin) {
     EXPECT_EQ(libvirt->identity.vm_id, "c7a5fdbd-cdaf-9455-926a-d65c16db1809");
     EXPECT_EQ(libvirt->identity.vm_name, "ubuntu");
 
+    // KubeVirt-like: the VMM runs in a container, which stays the workload; the VM's default name is the
+    // hypervisor's, not the container runtime's.
+    const std::string pod_cgroup = "0::/machine.slice/libpod-" + std::string(64, 'a') + ".scope/container\n";
+    const auto contained = resolve(proc, 305, pod_cgroup, {"/usr/libexec/qemu-kvm", "-m", "64"}, resolver);
+    EXPECT_NE(contained->identity.kind, static_cast<uint32_t>(KEPLERSHM_WORKLOAD_VM)) << "the container's";
+    EXPECT_EQ(contained->identity.vm_name, "kvm-" + contained->identity.vm_id.substr(0, 8));
+
     const auto bash = resolve(proc, 304, "0::/\n", {"/usr/bin/bash"}, resolver);
     EXPECT_EQ(bash->identity.kind, static_cast<uint32_t>(KEPLERSHM_WORKLOAD_SYSTEM));
     EXPECT_TRUE(bash->identity.vm_id.empty());
