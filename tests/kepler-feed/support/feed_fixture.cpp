@@ -11,13 +11,14 @@
 namespace feed_test {
 
 std::unique_ptr<Daemon> start_collector(const e2e::TempDir& tmp, const std::string& name, const std::string& interval,
-                                            const std::string& log) {
+                                            const std::string& log, const std::vector<std::string>& extra) {
     // --sysfs-root at an empty directory: no power meter, whatever the host has (no dependence on host state).
     std::filesystem::create_directories(tmp / "sysfs");
-    return std::make_unique<Daemon>(
-        std::vector<std::string>{COLLECT_BINARY, "--shm-name", name, "--source", "procfs", "--kube", "off", "--interval",
-                                 interval, "--slots", "64", "--process-capacity", "2048", "--workload-capacity", "256", "--sysfs-root", (tmp / "sysfs").string()},
-        tmp / log);
+    std::vector<std::string> args{COLLECT_BINARY, "--shm-name", name, "--source", "procfs", "--kube", "off", "--interval",
+                                  interval, "--slots", "64", "--process-capacity", "2048", "--workload-capacity", "256",
+                                  "--sysfs-root", (tmp / "sysfs").string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return std::make_unique<Daemon>(std::move(args), tmp / log);
 }
 
 Feed::Feed(const e2e::TempDir& tmp, const std::string& name, std::vector<std::string> extra, const std::string& log) {

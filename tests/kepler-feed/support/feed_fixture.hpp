@@ -30,8 +30,10 @@ public:
 };
 
 /// kepler-collect on procfs, unprivileged, without Kubernetes, a short interval and a long ring.
+/// `extra` arguments are appended (a GPU library, for instance).
 std::unique_ptr<Daemon> start_collector(const e2e::TempDir& tmp, const std::string& name,
-                                            const std::string& interval = "100ms", const std::string& log = "collect.log");
+                                            const std::string& interval = "100ms", const std::string& log = "collect.log",
+                                            const std::vector<std::string>& extra = {});
 
 /// kepler-feed on 127.0.0.1 with a port of the kernel's choosing (read from its --port-file).
 class Feed {
