@@ -85,7 +85,8 @@ fuzz() {
         fuzz_pickle_scaler fuzz_kepler_zip fuzz_kepler_weights fuzz_model_metadata fuzz_node_type_index fuzz_estimates_answer \
         fuzz_kube_pod_list fuzz_feed_selection \
         fuzz_vm_cmdline fuzz_drm_fdinfo
-  (cd build-fuzz && ctest --output-on-failure -R '^fuzz\.')
+  # Each target is one single-threaded process for a fixed time: they run side by side, one per core.
+  (cd build-fuzz && ctest --output-on-failure -j"$jobs" -R '^fuzz\.')
 }
 
 run_stage "packages (scripts/setup.sh)" bash scripts/setup.sh
