@@ -81,8 +81,12 @@ public:
 private:
     struct Source {
         std::unique_ptr<EnergySource> source;
-        size_t zones = 0;  // how many of its zones the segment holds (its first ones)
+        size_t zones = 0;                // how many of its zones the segment holds (its first ones)
+        std::vector<std::string> names;  // their names in the header, unique across the meter
     };
+    /// `wanted`, or when another zone (or one of `also_taken`) has it already, the first free
+    /// "<stem>-<n>": GPU zones of two vendors both count from gpu-0.
+    [[nodiscard]] std::string unique_zone_name(const std::string& wanted, const std::vector<std::string>& also_taken) const;
     struct Gpus {
         GpuSource* source = nullptr;  // owned by sources_
         uint32_t first_zone = 0;      // its zones' place in the segment

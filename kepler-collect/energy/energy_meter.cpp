@@ -31,8 +31,17 @@ void EnergyMeter::add_source(std::unique_ptr<EnergySource> source) {
                                      keplershm::get_text(zones[i].name), source->describe(), KEPLERSHM_MAX_ZONES));
     }
     if (taken == 0) return;
+    std::vector<std::string> names;
+    for (size_t i = 0; i < taken; ++i) {
+        const std::string wanted(keplershm::get_text(zones[i].name));
+        names.push_back(unique_zone_name(wanted, names));
+        if (names.back() != wanted) {
+            notes_.push_back(fmt::format("zone {} of {} is named {} in the segment: another meter's zone has its name",
+                                         wanted, source->describe(), names.back()));
+        }
+    }
     zone_count_ += taken;
-    sources_.push_back(Source{std::move(source), taken});
+    sources_.push_back(Source{std::move(source), taken, std::move(names)});
     // The first reading is the baseline of every zone's first interval.
     std::vector<keplershm_zone_sample> baseline(sources_.back().source->zones().size());
     sources_.back().source->read(baseline, monotonic_now_ns());
@@ -72,11 +81,33 @@ void EnergyMeter::read_gpus(std::vector<keplershm_gpu_device>& devices, std::vec
     }
 }
 
+std::string EnergyMeter::unique_zone_name(const std::string& wanted, const std::vector<std::string>& also_taken) const {
+    auto in = [](const std::vector<std::string>& names, const std::string& name) {
+        return std::find(names.begin(), names.end(), name) != names.end();
+    };
+    auto taken = [&](const std::string& name) {
+        return in(also_taken, name) || std::any_of(sources_.begin(), sources_.end(), [&](const Source& s) { return in(s.names, name); });
+    };
+    if (!taken(wanted)) return wanted;
+    // "gpu-0" counts on as "gpu-<n>"; a name without a number gets one.
+    const size_t dash = wanted.find_last_of('-');
+    const bool numbered = dash != std::string::npos && dash + 1 < wanted.size() &&
+                          wanted.find_first_not_of("0123456789", dash + 1) == std::string::npos;
+    const std::string stem = numbered ? wanted.substr(0, dash) : wanted;
+    for (size_t n = numbered ? 0 : 2;; ++n) {
+        std::string candidate = fmt::format("{}-{}", stem, n);
+        if (!taken(candidate)) return candidate;
+    }
+}
+
 std::vector<keplershm_zone_info> EnergyMeter::zone_infos() const {
     std::vector<keplershm_zone_info> infos;
     for (const Source& s : sources_) {
         const auto& zones = s.source->zones();
-        infos.insert(infos.end(), zones.begin(), zones.begin() + static_cast<std::ptrdiff_t>(s.zones));
+        for (size_t z = 0; z < s.zones; ++z) {
+            infos.push_back(zones[z]);
+            keplershm::set_text(infos.back().name, s.names[z]);
+        }
     }
     return infos;
 }

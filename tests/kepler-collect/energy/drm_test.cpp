@@ -129,6 +129,33 @@ TEST(DrmSource, CardsWithTheirMetersAndHwmonLeavesGpusToThem) {
     EXPECT_EQ(samples[1].energy_delta_uj, 5'000'000u);
 }
 
+// Two GPU sources both number their zones from gpu-0 (NVML by its index, DRM by its card: on a node
+// whose NVIDIA GPUs register no DRM card, an AMD card0 is gpu-0 too). The segment's zone names stay
+// unique: the later source's colliding zones take the next free numbers, and a note says so.
+TEST(DrmSource, ZoneNamesStayUniqueAcrossGpuSources) {
+    TempDir sys, proc;
+    write_cards(sys);
+    std::string why;
+    EnergyMeter meter;
+    for (int source = 0; source < 2; ++source) {
+        std::unique_ptr<GpuSource> drm = make_drm_source(DrmSettings{sys.path(), proc.path()}, why);
+        ASSERT_TRUE(drm) << why;
+        meter.add_gpu_source(std::move(drm));
+    }
+    std::vector<std::string> names;
+    for (const keplershm_zone_info& z : meter.zone_infos()) names.emplace_back(keplershm::get_text(z.name));
+    EXPECT_EQ(names, (std::vector<std::string>{"gpu-0", "gpu-1", "gpu-2", "gpu-3"}));
+    ASSERT_EQ(meter.notes().size(), 2u);
+    EXPECT_NE(meter.notes()[0].find("zone gpu-0 of"), std::string::npos) << meter.notes()[0];
+    EXPECT_NE(meter.notes()[0].find("is named gpu-2 in the segment"), std::string::npos) << meter.notes()[0];
+    std::vector<keplershm_gpu_device> devices;
+    std::vector<GpuProcessUse> uses;
+    meter.read();
+    meter.read_gpus(devices, uses, 0);
+    ASSERT_EQ(devices.size(), 4u);
+    EXPECT_EQ(devices[2].zone_index, 2u) << "the renamed zones keep their place";
+}
+
 TEST(DrmSource, ProcessesAreAttributedByEngineTimeAndCyclesAndADupdClientCountsOnce) {
     TempDir sys, proc;
     write_cards(sys);
