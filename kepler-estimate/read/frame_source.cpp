@@ -9,11 +9,7 @@ using std::chrono::milliseconds;
 FrameSource FrameSource::live(std::string name, keplershm::ReaderOptions reader_options) {
     FrameSource source;
     source.follower_.emplace(std::move(name), std::move(reader_options), [](const keplershm::FollowerEvent& event) {
-        if (event.warning) {
-            log_warn("{}", event.message);
-        } else {
-            log_info("{}", event.message);
-        }
+        log(event.warning ? LogLevel::warn : LogLevel::info, "{}", event.message);
     });
     return source;
 }

@@ -22,11 +22,7 @@ keplershm::ReaderOptions relay_options() {
 }
 
 void log_event(const keplershm::FollowerEvent& event) {
-    if (event.warning) {
-        log_warn("{}", event.message);
-    } else {
-        log_info("{}", event.message);
-    }
+    log(event.warning ? LogLevel::warn : LogLevel::info, "{}", event.message);
 }
 
 }  // namespace
