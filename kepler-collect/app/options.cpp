@@ -13,7 +13,7 @@ namespace {
 
 /// Options converted after parsing: durations in seconds and sizes in bytes as CLI11's unit transforms
 /// leave them (support/cli/units.hpp), and the octal mode.
-struct TextOptions {
+struct UnitOptions {
     double interval_s = 1;
     uint64_t max_bytes = 256ull << 20;
     double refresh_s = 30;
@@ -29,9 +29,9 @@ CLI::Option* add_duration(CLI::App& app, const std::string& flag, double& second
     return support::duration_option(app.add_option(flag, seconds, help))->default_str(default_text);
 }
 
-void add_general_options(CLI::App& app, CollectorOptions& o, TextOptions& text) {
+void add_general_options(CLI::App& app, CollectorOptions& o, UnitOptions& units) {
     app.add_option("--shm-name", o.shm_name, "Segment name under /dev/shm")->required();
-    add_duration(app, "--interval", text.interval_s, "Frame interval, e.g. 1s, 500ms (a bare number is seconds)", "1s")
+    add_duration(app, "--interval", units.interval_s, "Frame interval, e.g. 1s, 500ms (a bare number is seconds)", "1s")
         ->check(CLI::Range(0.01, 86400.0));
     app.add_option("--source", o.source, "Per-process source: auto (bpf, else procfs), bpf or procfs")
         ->check(CLI::IsMember({"auto", "bpf", "procfs"}))->capture_default_str();
@@ -47,7 +47,7 @@ void add_general_options(CLI::App& app, CollectorOptions& o, TextOptions& text) 
         ->check(CLI::IsMember({"debug", "info", "warning", "error"}))->capture_default_str();
 }
 
-void add_segment_options(CLI::App& app, CollectorOptions& o, TextOptions& text) {
+void add_segment_options(CLI::App& app, CollectorOptions& o, UnitOptions& units) {
     app.add_option("--process-capacity", o.process_capacity, "Process records per frame (grows up to the byte cap)")
         ->check(CLI::Range(1u, 1u << 24))->capture_default_str();
     app.add_option("--workload-capacity", o.workload_capacity, "Workload records per frame")
@@ -55,9 +55,9 @@ void add_segment_options(CLI::App& app, CollectorOptions& o, TextOptions& text) 
     app.add_option("--string-capacity", o.string_capacity, "Bytes of cgroup path text per frame")
         ->check(CLI::Range(256u, 1u << 28))->capture_default_str();
     app.add_option("--slots", o.slot_count, "Frames kept in the ring")->check(CLI::Range(2u, 4096u))->capture_default_str();
-    support::size_option(app.add_option("--max-segment-bytes", text.max_bytes, "Cap on the segment size, e.g. 256Mi"))
+    support::size_option(app.add_option("--max-segment-bytes", units.max_bytes, "Cap on the segment size, e.g. 256Mi"))
         ->check(CLI::Range(uint64_t{4096}, UINT64_MAX))->default_str("256Mi");
-    app.add_option("--segment-mode", text.mode, "File mode of the segment (octal)")->capture_default_str();
+    app.add_option("--segment-mode", units.mode, "File mode of the segment (octal)")->capture_default_str();
     app.add_flag("--replace-live", o.replace_live, "Take the name even from a live collector");
 }
 
@@ -71,7 +71,7 @@ void add_bpf_options(CLI::App& app, CollectorOptions& o) {
     app.add_flag("!--no-hardware-counters", o.hardware_counters, "Do not open cycles/instructions/LLC-miss counters");
 }
 
-void add_kube_options(CLI::App& app, CollectorOptions& o, TextOptions& text) {
+void add_kube_options(CLI::App& app, CollectorOptions& o, UnitOptions& units) {
     app.add_option("--kube", o.kube, "Pod metadata: auto (in-cluster or when a URL is given), off, api, kubelet")
         ->check(CLI::IsMember({"auto", "off", "api", "kubelet"}))->capture_default_str();
     app.add_option("--kube-api-url", o.kube_api_url, "API server URL (default: in-cluster service)");
@@ -79,7 +79,7 @@ void add_kube_options(CLI::App& app, CollectorOptions& o, TextOptions& text) {
     app.add_option("--kube-token-file", o.kube_token_file, "Bearer token file (default: the service account's)");
     app.add_option("--kube-ca-file", o.kube_ca_file, "CA bundle for the API server or kubelet");
     app.add_flag("--kube-insecure-skip-tls-verify", o.kube_insecure_skip_tls_verify, "Do not verify the server certificate");
-    add_duration(app, "--metadata-refresh", text.refresh_s, "Pod list refresh period", "30s")->check(CLI::Range(0.001, 86400.0));
+    add_duration(app, "--metadata-refresh", units.refresh_s, "Pod list refresh period", "30s")->check(CLI::Range(0.001, 86400.0));
 }
 
 void add_gpu_options(CLI::App& app, CollectorOptions& o) {
@@ -91,7 +91,7 @@ void add_gpu_options(CLI::App& app, CollectorOptions& o) {
         ->check(CLI::Range(1u, 1u << 20))->capture_default_str();
 }
 
-void add_redfish_options(CLI::App& app, CollectorOptions& o, TextOptions& text) {
+void add_redfish_options(CLI::App& app, CollectorOptions& o, UnitOptions& units) {
     app.add_option("--redfish-config", o.redfish_config,
                    "Platform power from the BMC: Kepler's BMC configuration as JSON (nodes: node → BMC id; bmcs: endpoint, "
                    "username/password or *_file, ca_file, insecure, auth)");
@@ -105,9 +105,9 @@ void add_redfish_options(CLI::App& app, CollectorOptions& o, TextOptions& text) 
                    "File with the BMC username (line 1) and password (line 2); $KEPLER_BMC_USERNAME/$KEPLER_BMC_PASSWORD win");
     // BMCs answer in hundreds of milliseconds: each of these is at least 100ms.
     const CLI::Range bmc_range(0.1, 86400.0);
-    add_duration(app, "--redfish-poll", text.redfish_poll_s, "How often the BMC is read (its own thread)", "2s")->check(bmc_range);
-    add_duration(app, "--redfish-timeout", text.redfish_timeout_s, "Limit for one BMC request", "5s")->check(bmc_range);
-    add_duration(app, "--redfish-max-age", text.redfish_max_age_s, "A BMC reading older than this is stale: not used", "10s")
+    add_duration(app, "--redfish-poll", units.redfish_poll_s, "How often the BMC is read (its own thread)", "2s")->check(bmc_range);
+    add_duration(app, "--redfish-timeout", units.redfish_timeout_s, "Limit for one BMC request", "5s")->check(bmc_range);
+    add_duration(app, "--redfish-max-age", units.redfish_max_age_s, "A BMC reading older than this is stale: not used", "10s")
         ->check(bmc_range);
 }
 
@@ -116,22 +116,22 @@ Duration from_seconds(double seconds) {
     return std::chrono::round<Duration>(std::chrono::duration<double>(seconds));  // 0.3 s is 300 ms, not 299
 }
 
-/// Converts the text options into `o`; returns the usage error ("" = none).
-std::string convert_text_options(const TextOptions& text, CollectorOptions& o) {
-    o.interval = from_seconds<std::chrono::nanoseconds>(text.interval_s);
-    o.metadata_refresh = from_seconds<std::chrono::milliseconds>(text.refresh_s);
-    o.max_segment_bytes = text.max_bytes;
-    o.redfish_poll = from_seconds<std::chrono::milliseconds>(text.redfish_poll_s);
-    o.redfish_timeout = from_seconds<std::chrono::milliseconds>(text.redfish_timeout_s);
-    o.redfish_max_age = from_seconds<std::chrono::milliseconds>(text.redfish_max_age_s);
+/// Converts the unit options into `o`; returns the usage error ("" = none).
+std::string convert_unit_options(const UnitOptions& units, CollectorOptions& o) {
+    o.interval = from_seconds<std::chrono::nanoseconds>(units.interval_s);
+    o.metadata_refresh = from_seconds<std::chrono::milliseconds>(units.refresh_s);
+    o.max_segment_bytes = units.max_bytes;
+    o.redfish_poll = from_seconds<std::chrono::milliseconds>(units.redfish_poll_s);
+    o.redfish_timeout = from_seconds<std::chrono::milliseconds>(units.redfish_timeout_s);
+    o.redfish_max_age = from_seconds<std::chrono::milliseconds>(units.redfish_max_age_s);
     if (o.redfish_max_age <= o.redfish_poll) return "--redfish-max-age must be longer than --redfish-poll";
     try {
         size_t used = 0;
-        const unsigned long m = std::stoul(text.mode, &used, 8);
-        if (used != text.mode.size() || m > 0777) throw std::invalid_argument(text.mode);
+        const unsigned long m = std::stoul(units.mode, &used, 8);
+        if (used != units.mode.size() || m > 0777) throw std::invalid_argument(units.mode);
         o.segment_mode = static_cast<uint32_t>(m);
     } catch (const std::exception&) {
-        return "--segment-mode: expected an octal mode like 0640, got '" + text.mode + "'";
+        return "--segment-mode: expected an octal mode like 0640, got '" + units.mode + "'";
     }
     return {};
 }
@@ -140,16 +140,16 @@ std::string convert_text_options(const TextOptions& text, CollectorOptions& o) {
 
 std::optional<CollectorOptions> parse_command_line(int argc, char** argv, int& exit_code) {
     CollectorOptions o;
-    TextOptions text;
+    UnitOptions units;
     CLI::App app{"kepler-collect: measures per-process activity and node energy and publishes one keplershm "
                  "frame per interval in shared memory (/dev/shm/NAME)."};
     app.get_formatter()->column_width(40);
     app.set_version_flag("--version", kepler::support::version_line("kepler-collect"));
-    add_general_options(app, o, text);
-    add_segment_options(app, o, text);
+    add_general_options(app, o, units);
+    add_segment_options(app, o, units);
     add_bpf_options(app, o);
-    add_kube_options(app, o, text);
-    add_redfish_options(app, o, text);
+    add_kube_options(app, o, units);
+    add_redfish_options(app, o, units);
     add_gpu_options(app, o);
     try {
         app.parse(argc, argv);
@@ -157,7 +157,7 @@ std::optional<CollectorOptions> parse_command_line(int argc, char** argv, int& e
         exit_code = support::usage_exit(app, e);
         return std::nullopt;
     }
-    if (const std::string error = convert_text_options(text, o); !error.empty()) {
+    if (const std::string error = convert_unit_options(units, o); !error.empty()) {
         std::cerr << "kepler-collect: " << error << "\nRun with --help for more information.\n";
         exit_code = 2;
         return std::nullopt;
