@@ -27,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "scenario_env.hpp"
 #include "support/prometheus_server.hpp"
 #include "support/subprocess.hpp"
 #include "support/test_frames.hpp"
@@ -135,20 +136,6 @@ private:
     std::string why_;
 };
 
-/// FAKE_NVML_SCENARIO for the children this test starts (the collector inherits it); unset at destruction.
-class ScenarioEnv {
-public:
-    explicit ScenarioEnv(const fs::path& file) { setenv("FAKE_NVML_SCENARIO", file.c_str(), 1); }
-    ~ScenarioEnv() { unsetenv("FAKE_NVML_SCENARIO"); }
-    ScenarioEnv(const ScenarioEnv&) = delete;
-    ScenarioEnv& operator=(const ScenarioEnv&) = delete;
-};
-
-void write_scenario(const fs::path& file, const nlohmann::json& scenario) {
-    const fs::path tmp = file.string() + ".tmp";
-    std::ofstream(tmp) << scenario.dump(2);
-    fs::rename(tmp, file);  // the fake never reads half a file
-}
 
 nlohmann::json gpu_process(pid_t pid, unsigned sm_util) {
     return {{"pid", pid}, {"type", "compute"}, {"used_memory_bytes", 1ull << 30}, {"sm_util", sm_util}};
@@ -175,12 +162,12 @@ TEST(GpuEndToEnd, ProcessContainerAndPodGetTheirShareOfEachGpuAndEnergyIsConserv
     ASSERT_NE(pod.cgroup_of(c).find(pod.container_id(1)), std::string::npos) << pod.cgroup_of(c);
 
     const fs::path scenario = dir.path() / "scenario.json";
-    write_scenario(scenario, {{"devices",
+    fake_nvml::write_scenario(scenario, {{"devices",
                                {{{"uuid", kUuid0}, {"name", kGpuName}, {"power_w", 300}, {"power_limit_w", 700},
                                  {"processes", {gpu_process(a, 60), gpu_process(b, 20)}}},
                                 {{"uuid", kUuid1}, {"name", kGpuName}, {"power_w", 60}, {"power_limit_w", 700},
                                  {"processes", {gpu_process(c, 30)}}}}}});
-    const ScenarioEnv env(scenario);
+    const fake_nvml::ScenarioEnv env(scenario);
 
     FakeRapl rapl(dir.path() / "sys");
     const std::string segment = unique_segment_name("e2e-gpu");

@@ -5,39 +5,31 @@
 
 #include <unistd.h>
 
-#include <cstdlib>
-#include <fstream>
 #include <set>
 
+#include "scenario_env.hpp"
 #include "support/feed_fixture.hpp"
 
 namespace feed_test {
 namespace {
 
+namespace fs = std::filesystem;
+
 constexpr const char* kUuid0 = "GPU-feed0000-0000-4000-8000-000000000000";
 constexpr const char* kUuid1 = "GPU-feed0000-0000-4000-8000-000000000001";
-
-/// FAKE_NVML_SCENARIO for the collector this test starts (it inherits the environment); unset after.
-class ScenarioEnv {
-public:
-    explicit ScenarioEnv(const std::filesystem::path& file) { setenv("FAKE_NVML_SCENARIO", file.c_str(), 1); }
-    ~ScenarioEnv() { unsetenv("FAKE_NVML_SCENARIO"); }
-    ScenarioEnv(const ScenarioEnv&) = delete;
-    ScenarioEnv& operator=(const ScenarioEnv&) = delete;
-};
 
 TEST(FeedGpuSections, DevicesAndUsageEqualTheLocalReaderForTheSameSequences) {
     e2e::TempDir tmp;
     const std::string name = e2e::unique_name("feed-gpu");
     // This test process is the GPU user on both devices (NVML lists pids; the collector finds them in /proc).
-    const std::string me = std::to_string(getpid());
-    const std::filesystem::path scenario = tmp / "scenario.json";
-    std::ofstream(scenario) << R"({"devices":[
-        {"uuid":")" << kUuid0 << R"(","name":"NVIDIA H100 80GB HBM3","power_w":300,"power_limit_w":700,
-         "processes":[{"pid":)" << me << R"(,"type":"compute","used_memory_bytes":1073741824,"sm_util":60}]},
-        {"uuid":")" << kUuid1 << R"(","name":"NVIDIA H100 80GB HBM3","power_w":90,"power_limit_w":700,
-         "processes":[{"pid":)" << me << R"(,"type":"compute","used_memory_bytes":2147483648,"sm_util":20}]}]})";
-    const ScenarioEnv env(scenario);
+    const fs::path scenario = tmp / "scenario.json";
+    auto device = [](const char* uuid, int watts, unsigned sm_util, uint64_t memory) {
+        return nlohmann::json{{"uuid", uuid}, {"name", "NVIDIA H100 80GB HBM3"}, {"power_w", watts}, {"power_limit_w", 700},
+                              {"processes", nlohmann::json::array({{{"pid", getpid()}, {"type", "compute"},
+                                                                    {"used_memory_bytes", memory}, {"sm_util", sm_util}}})}};
+    };
+    fake_nvml::write_scenario(scenario, {{"devices", {device(kUuid0, 300, 60, 1ull << 30), device(kUuid1, 90, 20, 2ull << 30)}}});
+    const fake_nvml::ScenarioEnv env(scenario);
     const auto collector = start_collector(tmp, name, "100ms", "collect.log", {"--nvml-library", FAKE_NVML_LIBRARY});
     Feed feed(tmp, name);
     ASSERT_NE(feed.port(), 0) << feed.log();
