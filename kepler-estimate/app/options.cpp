@@ -86,6 +86,14 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
     app.add_option("--alive-file", o.alive_file,
                    "live: touch this file at least once a second while the pipeline runs (a liveness probe that needs "
                    "no free HTTP worker: keplershm-probe --alive-file)");
+    auto* pod_resources = app.add_option("--pod-resources", o.pod_resources,
+                                         "live: the kubelet's pod-resources socket, read for which container holds which GPU "
+                                         "('off': not read; the default is read when it exists)")
+                              ->capture_default_str();
+    support::duration_option(app.add_option("--pod-resources-refresh", o.pod_resources_refresh_s,
+                                            "how often the kubelet's GPU allocations are read (10, 10s, 1m)"))
+        ->check(CLI::Range(0.1, 3600.0))
+        ->capture_default_str();
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -93,6 +101,7 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
         return std::nullopt;
     }
     o.listen_given = listen->count() > 0;
+    o.pod_resources_given = pod_resources->count() > 0;
     if (process_metrics->count() == 0) o.process_metrics = o.metric_names != "kepler-0.7";
     return o;
 }

@@ -40,6 +40,9 @@ struct Options {
     std::string segment_owner;       // uid or user accepted besides root as the owner of segments read; "any"
     uint32_t max_frame_mib = 64;     // segments whose slots hold larger frames are refused
     std::string alive_file;          // live: touched at least once a second while the pipeline runs
+    std::string pod_resources = "/var/lib/kubelet/pod-resources/kubelet.sock";  // "off": not read
+    bool pod_resources_given = false;
+    double pod_resources_refresh_s = 10;
 };
 
 /// Parses argv. Returns nullopt when the program should exit with `exit_code` (help, bad usage).

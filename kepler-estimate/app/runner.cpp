@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -17,6 +18,7 @@
 #include "export/metrics_server.hpp"
 #include "export/prometheus_export.hpp"
 #include "export/top_view.hpp"
+#include "kube/pod_resources.hpp"
 #include "load/model_watch.hpp"
 #include "publish/estimates_publisher.hpp"
 #include "read/frame_source.hpp"
@@ -147,6 +149,22 @@ int run_replay(const Options& o, Estimator& estimator, const ExportOptions& expo
     return source.errors() == 0 && !source.truncated() ? 0 : 1;
 }
 
+/// --pod-resources: the kubelet's GPU allocations, read on a thread of their own; null when off, and when
+/// the default socket is not there (a node without a kubelet: said once).
+std::unique_ptr<PodResourcesWatch> watch_pod_resources(const Options& o) {
+    if (o.pod_resources == "off") return nullptr;
+    std::error_code ec;
+    if (!o.pod_resources_given && !std::filesystem::exists(o.pod_resources, ec)) {
+        log_info("no kubelet pod-resources socket at {} (not a Kubernetes node, or not mounted): GPUs are matched to pods "
+                 "by their processes only", o.pod_resources);
+        return nullptr;
+    }
+    PodResourcesOptions options;
+    options.socket = o.pod_resources;
+    options.refresh = std::chrono::milliseconds(static_cast<int64_t>(o.pod_resources_refresh_s * 1000));
+    return std::make_unique<PodResourcesWatch>(options);
+}
+
 int run_live(const Options& o, Estimator& estimator, const ExportOptions& export_options, const std::atomic<bool>& stop) {
     std::unique_ptr<EstimatesPublisher> publisher = make_publisher(o);
     FrameSource source = FrameSource::live(o.shm_name, reader_options(o));
@@ -160,6 +178,7 @@ int run_live(const Options& o, Estimator& estimator, const ExportOptions& export
     watch.model_server = model_server(o);
     ModelWatcher watcher(estimator.models().watched_models(), watch);
     std::unique_ptr<CsvExport> csv = o.csv.empty() ? nullptr : std::make_unique<CsvExport>(o.csv);
+    const std::unique_ptr<PodResourcesWatch> pod_resources = watch_pod_resources(o);
 
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.duration_s));
     keplershm::FrameView frame;
@@ -174,6 +193,7 @@ int run_live(const Options& o, Estimator& estimator, const ExportOptions& export
             if (publisher) log_lines(publisher->heartbeat());
             continue;
         }
+        if (pod_resources) estimator.set_gpu_allocations(pod_resources->current());
         handle_frame(estimator, frame, {csv.get(), publisher.get(), o.top});
         if (csv) csv->flush();
     }

@@ -13,6 +13,15 @@ void carve_kernel(uint64_t& unaccounted_part, uint64_t& kernel_part, uint64_t ke
     unaccounted_part -= kernel_part;
 }
 
+/// Whether device record `device` of the frame is (on) GPU `socket`: its zone is that GPU's.
+bool on_gpu(const keplershm::FrameView& frame, const keplershm::Records<keplershm_gpu_device>& devices, uint32_t device, uint32_t socket) {
+    if (device >= devices.size()) return false;
+    const keplershm_header& segment = frame.segment();
+    const uint32_t zone = devices[device].zone_index;
+    return zone < std::min<uint32_t>(segment.zone_count, KEPLERSHM_MAX_ZONES) && segment.zones[zone].kind == KEPLERSHM_ZONE_GPU &&
+           segment.zones[zone].socket == socket;
+}
+
 /// Who used GPU `socket` (the device index of its zone) in the frame, as weights over the process records:
 /// busy time where the collector measured it, else one share per user (a process seen on the GPU without
 /// samples); users the frame has no record of weigh on the unaccounted record. All zero: nobody used it
@@ -20,24 +29,70 @@ void carve_kernel(uint64_t& unaccounted_part, uint64_t& kernel_part, uint64_t ke
 void gpu_weights(const keplershm::FrameView& frame, uint32_t socket, std::vector<uint64_t>& weights, uint64_t& unaccounted) {
     std::fill(weights.begin(), weights.end(), 0);
     unaccounted = 0;
-    const keplershm_header& segment = frame.segment();
     const keplershm::Records<keplershm_gpu_device> devices = frame.gpu_devices();
-    auto on_this_gpu = [&](uint32_t device) {
-        if (device >= devices.size()) return false;
-        const uint32_t zone = devices[device].zone_index;
-        return zone < std::min<uint32_t>(segment.zone_count, KEPLERSHM_MAX_ZONES) &&
-               segment.zones[zone].kind == KEPLERSHM_ZONE_GPU && segment.zones[zone].socket == socket;
-    };
     bool by_busy = false;
     for (const keplershm_gpu_usage& u : frame.gpu_usage()) {
-        by_busy |= on_this_gpu(u.device) && (u.flags & KEPLERSHM_GPU_USE_BUSY_VALID) && u.busy_ns > 0;
+        by_busy |= on_gpu(frame, devices, u.device, socket) && (u.flags & KEPLERSHM_GPU_USE_BUSY_VALID) && u.busy_ns > 0;
     }
     for (const keplershm_gpu_usage& u : frame.gpu_usage()) {
-        if (!on_this_gpu(u.device)) continue;
+        if (!on_gpu(frame, devices, u.device, socket)) continue;
         const uint64_t w = by_busy ? ((u.flags & KEPLERSHM_GPU_USE_BUSY_VALID) ? u.busy_ns : 0) : 1;
         if (u.process_index < weights.size() && frame.processes()[u.process_index].pid == u.pid) weights[u.process_index] += w;
         else unaccounted += w;
     }
+}
+
+/// The process records of the containers the kubelet allocated GPU `socket` (or one of its MIG instances)
+/// to, one group per container in the frame.
+void holder_groups(const keplershm::FrameView& frame, uint32_t socket, const GpuAllocations& allocations,
+                   std::vector<std::vector<uint32_t>>& groups) {
+    groups.clear();
+    const keplershm::Records<keplershm_gpu_device> devices = frame.gpu_devices();
+    std::vector<AllocatedContainer> holders;
+    for (uint32_t d = 0; d < devices.size(); ++d) {
+        const std::vector<AllocatedContainer>* these = on_gpu(frame, devices, d, socket) ? allocations.holders(devices[d]) : nullptr;
+        if (these == nullptr) continue;
+        for (const AllocatedContainer& h : *these) {
+            if (std::find(holders.begin(), holders.end(), h) == holders.end()) holders.push_back(h);
+        }
+    }
+    if (holders.empty()) return;
+    groups.resize(holders.size());
+    const keplershm::Records<keplershm_workload> workloads = frame.workloads();
+    const keplershm::Records<keplershm_process> processes = frame.processes();
+    for (uint32_t i = 0; i < processes.size(); ++i) {
+        if (processes[i].workload_index >= workloads.size()) continue;
+        const keplershm_workload& w = workloads[processes[i].workload_index];
+        for (size_t k = 0; k < holders.size(); ++k) {
+            if (keplershm::get_text(w.container_name) == holders[k].container_name && keplershm::get_text(w.pod_name) == holders[k].pod_name &&
+                keplershm::get_text(w.pod_namespace) == holders[k].pod_namespace) {
+                groups[k].push_back(i);
+            }
+        }
+    }
+    std::erase_if(groups, [](const std::vector<uint32_t>& g) { return g.empty(); });
+}
+
+/// Moves `part` (a GPU's energy no listed user explains) to the holders' processes: the same to each
+/// container, within one by CPU time (the same to each process when none used the CPU). Exactly conserving.
+void give_to_holders(uint64_t& part, std::span<uint64_t> shares, const std::vector<std::vector<uint32_t>>& groups,
+                     std::span<const uint64_t> cpu) {
+    if (part == 0 || groups.empty()) return;
+    thread_local std::vector<uint64_t> ones, per_group, weights, parts;
+    ones.assign(groups.size(), 1);
+    per_group.assign(groups.size(), 0);
+    uint64_t rest = 0;
+    split_energy(part, ones, 0, per_group, rest);
+    for (size_t k = 0; k < groups.size(); ++k) {
+        weights.clear();
+        uint64_t busy = 0;
+        for (const uint32_t i : groups[k]) busy += cpu[i];
+        for (const uint32_t i : groups[k]) weights.push_back(busy > 0 ? cpu[i] : 1);
+        parts.assign(weights.size(), 0);
+        split_energy(per_group[k], weights, 0, parts, rest);
+        for (size_t j = 0; j < groups[k].size(); ++j) shares[groups[k][j]] += parts[j];
+    }
+    part = rest;  // 0: every group has a process with weight
 }
 
 }  // namespace
@@ -100,8 +155,10 @@ namespace {
 
 /// A GPU zone: active energy by GPU use (MODELS.md), never by CPU time; idle as the policy says, with GPU
 /// use in place of CPU time for cpu-share.
-void attribute_gpu(const keplershm::FrameView& frame, IdlePolicy policy, uint64_t dynamic, uint64_t idle, ZoneShares& s) {
+void attribute_gpu(const keplershm::FrameView& frame, IdlePolicy policy, uint64_t dynamic, uint64_t idle,
+                   const GpuAllocations* allocations, std::span<const uint64_t> cpu, ZoneShares& s) {
     thread_local std::vector<uint64_t> weights, ones;
+    thread_local std::vector<std::vector<uint32_t>> holders;
     weights.resize(s.dynamic_uj.size());
     uint64_t unaccounted_weight = 0;
     gpu_weights(frame, s.node.zone.socket, weights, unaccounted_weight);
@@ -118,11 +175,18 @@ void attribute_gpu(const keplershm::FrameView& frame, IdlePolicy policy, uint64_
             s.node_idle_uj = idle;
             break;
     }
+    // What no listed user explains (users the frame has no record of, or none listed) is the energy of the
+    // containers the kubelet allocated the GPU to, where it did.
+    if (allocations == nullptr || (s.unaccounted_dynamic_uj == 0 && s.unaccounted_idle_uj == 0)) return;
+    holder_groups(frame, s.node.zone.socket, *allocations, holders);
+    give_to_holders(s.unaccounted_dynamic_uj, s.dynamic_uj, holders, cpu);
+    give_to_holders(s.unaccounted_idle_uj, s.idle_uj, holders, cpu);
 }
 
 }  // namespace
 
-void attribute(const keplershm::FrameView& frame, const NodeEnergy& node, IdlePolicy policy, Attribution& out) {
+void attribute(const keplershm::FrameView& frame, const NodeEnergy& node, IdlePolicy policy, Attribution& out,
+               const GpuAllocations* allocations) {
     const keplershm::Records<keplershm_process> processes = frame.processes();
     const size_t n = processes.size();
     const keplershm_unaccounted* unaccounted = frame.unaccounted();
@@ -158,7 +222,7 @@ void attribute(const keplershm::FrameView& frame, const NodeEnergy& node, IdlePo
         s.kernel_idle_uj = 0;
         s.kernel_dynamic_uj = 0;
         if (s.node.zone.kind == ZoneKind::gpu) {
-            attribute_gpu(frame, policy, dynamic, idle, s);
+            attribute_gpu(frame, policy, dynamic, idle, allocations, cpu, s);
             continue;
         }
         // The unaccounted record has CPU time but no counters: by cache misses it weighs nothing.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "keplershm/keplershm.hpp"
+#include "core/gpu_allocations.hpp"
 #include "core/node_energy.hpp"
 
 namespace kepler::estimate {
@@ -55,7 +56,11 @@ void split_energy(uint64_t energy, std::span<const uint64_t> weights, uint64_t u
 /// Attributes each zone of `node` over `frame`'s processes: dynamic energy by the zone's usage metric
 /// (CPU time; cache misses for DRAM when the frame has them; for a GPU, its users' busy time from the
 /// frame's GPU_USAGE, or equal shares of its users when none was sampled busy, and nobody's when the frame
-/// names no user), idle energy by `policy` (cpu-share weighs a GPU's idle by GPU use as well).
-void attribute(const keplershm::FrameView& frame, const NodeEnergy& node, IdlePolicy policy, Attribution& out);
+/// names no user), idle energy by `policy` (cpu-share weighs a GPU's idle by GPU use as well). A GPU's
+/// energy that no process record of a user explains goes to the processes of the containers
+/// `allocations` names as its holders, where any is in the frame (each container the same, within one by
+/// CPU time).
+void attribute(const keplershm::FrameView& frame, const NodeEnergy& node, IdlePolicy policy, Attribution& out,
+               const GpuAllocations* allocations = nullptr);
 
 }  // namespace kepler::estimate

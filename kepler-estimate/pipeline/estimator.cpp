@@ -107,7 +107,7 @@ bool Estimator::process(const keplershm::FrameView& frame) {
         primary = std::move(estimate.primary);
         if (primary) {
             primary_name_ = estimate.primary_name;
-            attribute(frame, *primary, options_.idle_policy, attribution_);
+            attribute(frame, *primary, options_.idle_policy, attribution_, gpu_allocations_.get());
         }
     }
     // SYNC POINT: partner snapshot(): a scrape's copy holds this frame whole or not at all.

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -65,6 +66,8 @@ public:
     void count_missed(uint64_t frames);
     /// Frames the reader refused as corrupt (they never reach process()).
     void count_rejected(uint64_t frames);
+    /// The kubelet's GPU allocations the next frames are attributed with (kube/); null: none.
+    void set_gpu_allocations(std::shared_ptr<const GpuAllocations> allocations) { gpu_allocations_ = std::move(allocations); }
     /// Loads model files that appeared or changed; returns log lines.
     std::vector<std::string> refresh_models();
     /// Log lines of the models since the last call (e.g. an external model's producer came or went).
@@ -109,6 +112,7 @@ private:
     std::function<void()> after_models_hook_;
     Ledger ledger_;
     Attribution attribution_;
+    std::shared_ptr<const GpuAllocations> gpu_allocations_;
     std::vector<ModelAnswer> answers_;
     Health health_;
     std::string node_name_;
