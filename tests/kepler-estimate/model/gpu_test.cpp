@@ -170,6 +170,72 @@ TEST(Gpu, EnergyIsConservedPerDeviceUnderEveryIdlePolicy) {
     }
 }
 
+/// gpu_frame with processes 100 and 101 in container ml/train-0/trainer and 102 in lab/notebook/jupyter;
+/// GPU 0's only user is a process the collector could not see (another pid namespace, or gone).
+TestFrame allocated_gpu_frame(uint64_t second) {
+    TestFrame f = gpu_frame(second, 250, 50);
+    f.workloads = {{KEPLERSHM_WORKLOAD_POD, "c-train", "trainer", "uid-1", "train-0", "ml"},
+                   {KEPLERSHM_WORKLOAD_POD, "c-book", "jupyter", "uid-2", "notebook", "lab"}};
+    f.processes[0].workload = f.processes[1].workload = 0;
+    f.processes[2].workload = 1;
+    f.gpu_usage = {use(4'000'000, kNone, 0, 500'000'000)};
+    return f;
+}
+
+TEST(Gpu, EnergyNoListedUserExplainsGoesToTheContainersTheKubeletAllocatedTheGpuTo) {
+    // GPU 0: 250 W, 50 W idle (configured): 200 J active a second, its one user unknown to the frame.
+    GpuAllocations exclusive;
+    exclusive.add("GPU-test-0", {"ml", "train-0", "trainer"});
+    GpuAllocations time_sliced = exclusive;
+    time_sliced.add("gpu-test-0::1", {"lab", "notebook", "jupyter"});
+    struct Case {
+        const char* name;
+        const GpuAllocations* allocations;
+        double p100, p101, p102;
+    };
+    for (const Case& c : {Case{"no allocations: the unknown user's energy is nobody's", nullptr, 0, 0, 0},
+                          Case{"held by trainer: its processes by CPU time (2:1)", &exclusive, 200.0 * 2 / 3, 200.0 / 3, 0},
+                          Case{"time-sliced: each container half", &time_sliced, 100.0 * 2 / 3, 100.0 / 3, 100}}) {
+        SCOPED_TRACE(c.name);
+        Feed feed(gpu_node(), "gpu-alloc");
+        EstimatorOptions options;
+        options.idle_policy = IdlePolicy::none;
+        options.model_set.gpu_idle = parse_gpu_idle_watts("50");
+        Estimator est(options);
+        if (c.allocations != nullptr) est.set_gpu_allocations(std::make_shared<const GpuAllocations>(*c.allocations));
+        ASSERT_TRUE(est.process(feed.frame(allocated_gpu_frame(1))));
+        const auto families = collect(PrometheusExport(est, kepler010_with_processes()));
+        EXPECT_NEAR(process_gpu_joules(families, 100), c.p100, 1e-3);
+        EXPECT_NEAR(process_gpu_joules(families, 101), c.p101, 1e-3);
+        EXPECT_NEAR(process_gpu_joules(families, 102), c.p102, 1e-3);
+        // Conserved per device: what the processes got plus what nobody got is the active energy.
+        const ZoneShares& gpu0 = est.last_attribution().zones.at(1);
+        uint64_t given = gpu0.unaccounted_dynamic_uj;
+        for (const uint64_t uj : gpu0.dynamic_uj) given += uj;
+        EXPECT_EQ(given, 200 * kJoule);
+    }
+}
+
+TEST(Gpu, AUserTheFrameKnowsKeepsItsShareAndAHolderOutsideTheFrameGetsNothing) {
+    GpuAllocations a;
+    a.add("GPU-test-0", {"ml", "train-0", "trainer"});
+    a.add("GPU-test-0", {"ml", "gone-0", "trainer"});  // a holder with no process in the frame
+    Feed feed(gpu_node(), "gpu-alloc-known");
+    EstimatorOptions options;
+    options.idle_policy = IdlePolicy::none;
+    options.model_set.gpu_idle = parse_gpu_idle_watts("50");
+    Estimator est(options);
+    est.set_gpu_allocations(std::make_shared<const GpuAllocations>(a));
+    TestFrame f = allocated_gpu_frame(1);
+    // 102 (the notebook's) is seen on GPU 0 too, as busy as the unknown user: half is its own.
+    f.gpu_usage.push_back(use(102, 2, 0, 500'000'000));
+    ASSERT_TRUE(est.process(feed.frame(f)));
+    const auto families = collect(PrometheusExport(est, kepler010_with_processes()));
+    EXPECT_NEAR(process_gpu_joules(families, 102), 100.0, 1e-3) << "a listed user keeps its busy share";
+    EXPECT_NEAR(process_gpu_joules(families, 100) + process_gpu_joules(families, 101), 100.0, 1e-3)
+        << "the unknown user's half goes to the one holder in the frame, whole";
+}
+
 TEST(Gpu, AMeterOfGpusAloneLeavesTheCpuToAModelAndTheGpusStayMeasured) {
     // A GPU VM: no RAPL, one GPU zone. The curve estimates the CPU; the GPU is the meter's.
     keplershm::WriterOptions o = node_options(4, kProcfsMetrics, {gpu_zone(0)});
