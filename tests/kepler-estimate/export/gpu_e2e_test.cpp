@@ -27,6 +27,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "http_server.hpp"
+#include "pod_resources/fake_kubelet.hpp"
 #include "scenario_env.hpp"
 #include "support/prometheus_server.hpp"
 #include "support/subprocess.hpp"
@@ -105,14 +107,21 @@ public:
     /// "" when the pod's cgroups exist, else why not.
     [[nodiscard]] const std::string& why_not() const { return why_; }
 
-    /// Starts a sleeping child in container `container`; its pid, or -1 with why_not() saying why.
-    pid_t add_process(size_t container) {
+    /// Starts a child in container `container` that sleeps (or, `nibbling`, uses ~10 % of a CPU: a process
+    /// that feeds a GPU); its pid, or -1 with why_not() saying why.
+    pid_t add_process(size_t container, bool nibbling = false) {
         const pid_t pid = fork();
         if (pid < 0) {
             why_ = "fork failed";
             return -1;
         }
         if (pid == 0) {
+            while (nibbling) {
+                const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
+                while (std::chrono::steady_clock::now() < until) {
+                }
+                std::this_thread::sleep_for(std::chrono::milliseconds(9));
+            }
             for (;;) pause();  // no CPU at all: a process waiting on its GPU
         }
         pids_.push_back(pid);
@@ -270,6 +279,90 @@ TEST(GpuEndToEnd, ProcessContainerAndPodGetTheirShareOfEachGpuAndEnergyIsConserv
         resets += fmt::format("{}sum(resets({}[1m]))", resets.empty() ? "" : " + ", family);
     }
     EXPECT_EQ(query(prometheus_port, resets), 0.0) << "a GPU counter decreased";
+}
+
+/// The kubelet's /pods as the collector reads it for names: `pod` is ml/train-0 with containers "trainer"
+/// (container 0) and "notebook" (container 1).
+std::string kubelet_pods(const FakePod& pod) {
+    nlohmann::json statuses = nlohmann::json::array();
+    for (const auto& [i, name] : {std::pair{0, "trainer"}, std::pair{1, "notebook"}}) {
+        statuses.push_back({{"name", name}, {"containerID", "containerd://" + pod.container_id(i)}});
+    }
+    return nlohmann::json{{"kind", "PodList"}, {"apiVersion", "v1"}, {"metadata", nlohmann::json::object()},
+                          {"items", {{{"metadata", {{"name", "train-0"}, {"namespace", "ml"}, {"uid", pod.pod_uid()}}},
+                                      {"status", {{"containerStatuses", statuses}}}}}}}
+        .dump();
+}
+
+// GPU 0 draws 300 W, idle 60 W: of its 240 W active, A (container "trainer") is sampled at SM 20 % and a
+// process the collector cannot see (a pid no /proc has: another pid namespace) at SM 60 %. The kubelet
+// allocated the GPU to container "notebook", whose one process B (using a little CPU) is not listed on the
+// GPU: the unseen user's 180 W are the notebook's, A keeps its 60 W.
+TEST(GpuEndToEnd, AGpuUserTheCollectorCannotSeeIsChargedToTheContainerTheKubeletAllocatedTheGpuTo) {
+    if (!fs::exists("/usr/bin/prometheus")) GTEST_SKIP() << "no Prometheus server (Debian package prometheus)";
+    if (geteuid() != 0) GTEST_SKIP() << "not root: placing processes in cgroups needs it";
+    const fs::path cgroup_root = cgroup2_mount();
+    if (cgroup_root.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy mounted (cgroup.controllers at the root of a cgroup2 mount)";
+
+    TempDir dir;
+    FakePod pod(cgroup_root, 2);
+    if (!pod.why_not().empty()) GTEST_SKIP() << "cannot make a pod's cgroups: " << pod.why_not();
+    const pid_t a = pod.add_process(0);
+    const pid_t b = a > 0 ? pod.add_process(1, true) : -1;  // a frame holds it: it uses the CPU
+    if (b < 0) GTEST_SKIP() << "cannot place processes in cgroups (v1 host, or no permission): " << pod.why_not();
+    constexpr pid_t kUnseen = 0x7ffffff0;  // above any pid_max (PID_MAX_LIMIT is 2^22)
+
+    const fs::path scenario = dir.path() / "scenario.json";
+    fake_nvml::write_scenario(scenario, {{"devices", {{{"uuid", kUuid0}, {"name", kGpuName}, {"power_w", 300}, {"power_limit_w", 700},
+                                                       {"processes", {gpu_process(a, 20), gpu_process(kUnseen, 60)}}}}}});
+    const fake_nvml::ScenarioEnv env(scenario);
+    const std::string pods = kubelet_pods(pod);
+    kepler::testing::FakeHttpServer kubelet_http([&](const kepler::testing::FakeHttpServer::Request&) {
+        return kepler::testing::FakeHttpServer::Response{200, pods, {}};
+    });
+    kepler::testing::FakeKubelet kubelet(dir.path() / "pod-resources.sock");
+    kubelet.set_pods({{"train-0", "ml", {{"trainer", {}}, {"notebook", {{"nvidia.com/gpu", {kUuid0}}}}}}});
+
+    FakeRapl rapl(dir.path() / "sys");
+    const std::string segment = unique_segment_name("e2e-gpu-alloc");
+    const SegmentCleanup cleanup{segment};
+    Child collector({COLLECT_BINARY, "--shm-name", segment, "--interval", "1s", "--source", "procfs", "--kube", "kubelet",
+                     "--kubelet-url", kubelet_http.url(), "--sysfs-root", (dir.path() / "sys").string(), "--replace-live",
+                     "--node-name", "node-gpu", "--nvml-library", FAKE_NVML_LIBRARY},
+                    (dir.path() / "collector.log").string());
+    const int port = free_port();
+    Child estimator({ESTIMATE_BINARY, "--shm-name", segment, "--listen", fmt::format("127.0.0.1:{}", port), "--metric-names",
+                     "kepler-0.10", "--idle-policy", "none", "--gpu-idle-watts", "0=60", "--pod-resources",
+                     kubelet.socket().string(), "--pod-resources-refresh", "1s"},
+                    (dir.path() / "estimator.log").string());
+    const int prometheus_port = free_port();
+    Child prometheus = start_prometheus(dir.path(), port, prometheus_port);
+    auto logs = [&] {
+        return "collector:\n" + read_file((dir.path() / "collector.log").string()) + "estimator:\n" +
+               read_file((dir.path() / "estimator.log").string());
+    };
+    const std::string notebook = fmt::format(R"(kepler_container_gpu_watts{{container_id="{}",container_name="notebook"}})", pod.container_id(1));
+    // Names reach the frames once the collector's first pod list is in; from then on 10 s of scrapes.
+    ASSERT_TRUE(wait_for([&] { return query(prometheus_port, notebook).value_or(0) > 0; }, std::chrono::seconds(60))) << logs();
+    std::this_thread::sleep_for(std::chrono::seconds(11));
+    auto avg = [&](const std::string& series) {
+        const std::optional<double> v = query(prometheus_port, fmt::format("avg_over_time({}[10s])", series));
+        EXPECT_TRUE(v.has_value()) << series << " has no samples\n" << logs();
+        return v.value_or(-1e9);
+    };
+    const double watts_a = avg(fmt::format(R"(kepler_process_gpu_watts{{pid="{}"}})", a));
+    const double watts_b = avg(fmt::format(R"(kepler_process_gpu_watts{{pid="{}"}})", b));
+    const double trainer = avg(R"(kepler_container_gpu_watts{container_name="trainer"})");
+    const double notebook_watts = avg(notebook);
+    const double pod_watts = avg(R"(kepler_pod_gpu_watts{pod_name="train-0",pod_namespace="ml"})");
+    std::cout << fmt::format("measured W: A {:.3f} B {:.3f} | trainer {:.3f} notebook {:.3f} pod {:.3f}\n", watts_a, watts_b, trainer,
+                             notebook_watts, pod_watts);
+    EXPECT_NEAR(watts_a, 60.0, 0.6) << "A: its own SM share, 1/4 of 240 W";
+    EXPECT_NEAR(watts_b, 180.0, 1.8) << "B: the unseen user's 3/4, as the notebook's one process";
+    EXPECT_NEAR(trainer, 60.0, 0.6);
+    EXPECT_NEAR(notebook_watts, 180.0, 1.8) << "the container the kubelet allocated the GPU to";
+    EXPECT_NEAR(pod_watts, 240.0, 2.4) << "the pod: all active GPU power, none lost";
+    EXPECT_GE(kubelet.calls(), 5u) << "the estimator reads the kubelet every --pod-resources-refresh";
 }
 
 }  // namespace
