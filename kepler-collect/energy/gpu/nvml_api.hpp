@@ -20,6 +20,7 @@ inline constexpr Return kErrorInsufficientSize = 7;
 inline constexpr Return kErrorDriverNotLoaded = 9;
 inline constexpr Return kErrorFunctionNotFound = 13;
 inline constexpr Return kErrorGpuIsLost = 15;
+inline constexpr Return kErrorArgumentVersionMismatch = 25;
 inline constexpr Return kErrorUnknown = 999;
 
 // Buffer sizes (nvml.h nvmlConstants).
@@ -61,7 +62,44 @@ struct ProcessUtilizationSample {  // nvmlProcessUtilizationSample_t
     unsigned int decUtil;
 };
 
+// GPU Performance Monitoring (Hopper and later; nvml.h "GPM"): counters sampled per GPU or per MIG GPU
+// instance, and metrics computed from two samples.
+struct GpmSampleOpaque;
+using GpmSample = GpmSampleOpaque*;                    // nvmlGpmSample_t
+inline constexpr unsigned kGpmMetricGraphicsUtil = 1;  // NVML_GPM_METRIC_GRAPHICS_UTIL: % of time any app was active
+inline constexpr unsigned kGpmMetricsGetVersion = 1;   // NVML_GPM_METRICS_GET_VERSION
+inline constexpr unsigned kGpmSupportVersion = 1;      // NVML_GPM_SUPPORT_VERSION
+// NVML_GPM_METRIC_MAX of the newest nvml.h (older headers say 98): the array is sized by the header the
+// caller was built with, and the driver reads and writes only numMetrics entries of it.
+inline constexpr unsigned kGpmMetricMax = 333;
+
+struct GpmMetric {  // nvmlGpmMetric_t
+    unsigned int metricId;
+    Return nvmlReturn;
+    double value;
+    struct {
+        char* shortName;
+        char* longName;
+        char* unit;
+    } metricInfo;
+};
+
+struct GpmMetricsGet {  // nvmlGpmMetricsGet_t
+    unsigned int version;
+    unsigned int numMetrics;
+    GpmSample sample1;
+    GpmSample sample2;
+    GpmMetric metrics[kGpmMetricMax];
+};
+
+struct GpmSupport {  // nvmlGpmSupport_t
+    unsigned int version;
+    unsigned int isSupportedDevice;
+};
+
 static_assert(sizeof(PciInfo) == 68, "nvmlPciInfo_t");
+static_assert(sizeof(GpmMetric) == 40, "nvmlGpmMetric_t");
+static_assert(sizeof(GpmMetricsGet) == 24 + 40 * kGpmMetricMax, "nvmlGpmMetricsGet_t");
 static_assert(sizeof(ProcessInfo) == 24, "nvmlProcessInfo_t");
 static_assert(sizeof(ProcessUtilizationSample) == 32, "nvmlProcessUtilizationSample_t");
 
@@ -80,5 +118,10 @@ using DeviceGetMigModeFn = Return (*)(Device, unsigned int*, unsigned int*);
 using DeviceGetProcessesFn = Return (*)(Device, unsigned int*, ProcessInfo*);  // *RunningProcesses_v3
 using DeviceGetProcessUtilizationFn = Return (*)(Device, ProcessUtilizationSample*, unsigned int*, unsigned long long);
 using DeviceGetMigDeviceHandleByIndexFn = Return (*)(Device, unsigned int, Device*);
+using GpmQueryDeviceSupportFn = Return (*)(Device, GpmSupport*);          // nvmlGpmQueryDeviceSupport
+using GpmSampleAllocFn = Return (*)(GpmSample*);                         // nvmlGpmSampleAlloc
+using GpmSampleFreeFn = Return (*)(GpmSample);                           // nvmlGpmSampleFree
+using GpmMigSampleGetFn = Return (*)(Device, unsigned int, GpmSample);   // nvmlGpmMigSampleGet
+using GpmMetricsGetFn = Return (*)(GpmMetricsGet*);                      // nvmlGpmMetricsGet
 
 }  // namespace kepler::collect::nvml

@@ -53,6 +53,11 @@ std::unique_ptr<Library> Library::load(const std::string& path) {
     optional(lib->compute_processes, "nvmlDeviceGetComputeRunningProcesses_v3");
     optional(lib->graphics_processes, "nvmlDeviceGetGraphicsRunningProcesses_v3");
     optional(lib->process_utilization, "nvmlDeviceGetProcessUtilization");
+    optional(lib->gpm_query_support, "nvmlGpmQueryDeviceSupport");
+    optional(lib->gpm_sample_alloc, "nvmlGpmSampleAlloc");
+    optional(lib->gpm_sample_free, "nvmlGpmSampleFree");
+    optional(lib->gpm_mig_sample, "nvmlGpmMigSampleGet");
+    optional(lib->gpm_metrics, "nvmlGpmMetricsGet");
 
     const Return rc = init();
     if (rc != kSuccess) throw Unavailable(fmt::format("nvmlInit_v2 failed: {}", lib->describe(rc)));

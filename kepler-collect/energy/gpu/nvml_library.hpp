@@ -55,6 +55,17 @@ public:
     DeviceGetProcessesFn compute_processes = nullptr;
     DeviceGetProcessesFn graphics_processes = nullptr;
     DeviceGetProcessUtilizationFn process_utilization = nullptr;
+    // GPM: MIG instances' activity (Hopper and later drivers).
+    GpmQueryDeviceSupportFn gpm_query_support = nullptr;
+    GpmSampleAllocFn gpm_sample_alloc = nullptr;
+    GpmSampleFreeFn gpm_sample_free = nullptr;
+    GpmMigSampleGetFn gpm_mig_sample = nullptr;
+    GpmMetricsGetFn gpm_metrics = nullptr;
+    /// Whether every GPM entry point is there.
+    [[nodiscard]] bool has_gpm() const noexcept {
+        return gpm_query_support != nullptr && gpm_sample_alloc != nullptr && gpm_sample_free != nullptr &&
+               gpm_mig_sample != nullptr && gpm_metrics != nullptr;
+    }
 
 private:
     Library() = default;

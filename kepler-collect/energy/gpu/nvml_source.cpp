@@ -2,10 +2,12 @@
 // (nvmlDeviceGetTotalEnergyConsumption, mJ since the driver loaded), or where a GPU has none, its power
 // integrated between the collector's reads (flagged INTEGRATED). Per process: the running compute and
 // graphics processes with their memory, and SM time from the driver's utilization samples since the last
-// read. MIG instances are devices of their own (their processes; the driver keeps no utilization samples
-// for them). A GPU that is lost, a driver that restarts its counter, or any NVML error makes that GPU's
+// read. MIG instances are devices of their own (their processes; the driver keeps no per-process
+// utilization samples for them), each GPU instance's activity measured through GPM where the GPU has it
+// (Hopper and later): the share of the interval in which any of its processes was active. A GPU that is lost, a driver that restarts its counter, or any NVML error makes that GPU's
 // interval invalid and nothing else: counters never step back and the collector keeps running.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -30,6 +32,17 @@ constexpr unsigned kMaxListed = 65536;  // processes or samples one call may ret
 
 void set_flag(uint32_t& flags, uint32_t flag, bool on) { flags = on ? (flags | flag) : (flags & ~flag); }
 
+/// One MIG GPU instance's activity through GPM: two sample buffers (the previous reading and the next),
+/// and the device records of its compute instances.
+struct GpmInstance {
+    unsigned gpu_instance_id = 0;
+    std::vector<uint32_t> records;
+    nvml::GpmSample previous = nullptr;
+    nvml::GpmSample current = nullptr;
+    bool have_previous = false;
+    uint64_t previous_ns = 0;  // CLOCK_MONOTONIC when `previous` was taken
+};
+
 struct Gpu {
     nvml::Device handle = nullptr;
     uint32_t zone = 0;    // index into zones_
@@ -42,11 +55,17 @@ struct Gpu {
     uint64_t last_seen_us = 0;  // newest utilization sample taken
     nvml::Return last_error = nvml::kSuccess;
     std::vector<std::pair<nvml::Device, uint32_t>> migs;  // MIG handle, its record
+    std::vector<GpmInstance> gpm;  // its GPU instances' activity, where GPM is supported
 };
 
 class NvmlSource final : public GpuSource {
 public:
     explicit NvmlSource(std::unique_ptr<nvml::Library> lib) : lib_(std::move(lib)) {}
+    ~NvmlSource() override {
+        for (Gpu& gpu : gpus_) free_gpm(gpu);
+    }
+    NvmlSource(const NvmlSource&) = delete;
+    NvmlSource& operator=(const NvmlSource&) = delete;
 
     /// Finds the GPUs; notes what was left out in `notes`.
     void discover(std::vector<std::string>& notes);
@@ -66,7 +85,10 @@ public:
             if (devices_[gpu.record].flags & KEPLERSHM_GPU_LOST) {
                 // Not read this interval: its users are unknown, not none (PROTOCOL.md §6.1).
                 set_flag(devices_[gpu.record].flags, KEPLERSHM_GPU_USAGE_VALID, false);
-                for (const auto& [handle, record] : gpu.migs) set_flag(devices_[record].flags, KEPLERSHM_GPU_USAGE_VALID, false);
+                for (const auto& [handle, record] : gpu.migs) {
+                    set_flag(devices_[record].flags, KEPLERSHM_GPU_USAGE_VALID | KEPLERSHM_GPU_ACTIVE_VALID, false);
+                }
+                for (GpmInstance& g : gpu.gpm) g.have_previous = false;
                 continue;
             }
             if (gpu.migs.empty()) {
@@ -75,6 +97,7 @@ public:
                 uint64_t memory = 0;
                 for (const auto& [handle, record] : gpu.migs) memory += read_processes(handle, record, out);
                 devices_[gpu.record].memory_used_bytes = memory;
+                read_mig_activity(gpu);
             }
         }
     }
@@ -82,6 +105,9 @@ public:
 private:
     void add_gpu(unsigned index, nvml::Device handle, std::vector<std::string>& notes);
     void add_migs(Gpu& gpu);
+    void add_gpm(Gpu& gpu, unsigned index, std::vector<std::string>& notes);
+    void free_gpm(Gpu& gpu);
+    void read_mig_activity(Gpu& gpu);
     void read_energy(Gpu& gpu, keplershm_zone_sample& sample);
     bool failed(Gpu& gpu, nvml::Return rc, const char* call);
     void read_gpu_usage(Gpu& gpu, std::vector<GpuProcessUse>& out);
@@ -96,6 +122,7 @@ private:
     std::vector<Gpu> gpus_;
     std::vector<nvml::ProcessInfo> processes_;             // scratch of list_processes
     std::vector<nvml::ProcessUtilizationSample> samples_;  // scratch of sm_busy_ns
+    std::unique_ptr<nvml::GpmMetricsGet> gpm_request_;     // scratch of read_mig_activity (13 kB)
 };
 
 void NvmlSource::discover(std::vector<std::string>& notes) {
@@ -158,7 +185,10 @@ void NvmlSource::add_gpu(unsigned index, nvml::Device handle, std::vector<std::s
     }
     gpu.record = static_cast<uint32_t>(devices_.size());
     devices_.push_back(d);
-    if (d.flags & KEPLERSHM_GPU_MIG_ENABLED) add_migs(gpu);
+    if (d.flags & KEPLERSHM_GPU_MIG_ENABLED) {
+        add_migs(gpu);
+        add_gpm(gpu, index, notes);
+    }
     gpus_.push_back(std::move(gpu));
 }
 
@@ -187,6 +217,84 @@ void NvmlSource::add_migs(Gpu& gpu) {
         d.power_limit_mw = 0;  // the GPU's limit, not the instance's
         gpu.migs.emplace_back(mig, static_cast<uint32_t>(devices_.size()));
         devices_.push_back(d);
+    }
+}
+
+/// GPM sample buffers for each GPU instance of a MIG-enabled GPU, where the driver and the GPU support GPM.
+void NvmlSource::add_gpm(Gpu& gpu, unsigned index, std::vector<std::string>& notes) {
+    if (gpu.migs.empty()) return;
+    const char* equal = "its MIG instances' processes share its active power equally";
+    if (!lib_->has_gpm()) {
+        notes.push_back(fmt::format("GPU {}: the driver has no GPM calls: {}", index, equal));
+        return;
+    }
+    nvml::GpmSupport support{nvml::kGpmSupportVersion, 0};
+    if (const nvml::Return rc = lib_->gpm_query_support(gpu.handle, &support); rc != nvml::kSuccess || support.isSupportedDevice == 0) {
+        notes.push_back(fmt::format("GPU {}: no GPM ({}): {}", index,
+                                    rc != nvml::kSuccess ? lib_->describe(rc) : "Hopper and later GPUs have it", equal));
+        return;
+    }
+    for (const auto& [handle, record] : gpu.migs) {
+        const unsigned id = devices_[record].gpu_instance_id;
+        if (id == kNone) continue;
+        auto it = std::find_if(gpu.gpm.begin(), gpu.gpm.end(), [&](const GpmInstance& g) { return g.gpu_instance_id == id; });
+        if (it == gpu.gpm.end()) {
+            GpmInstance g;
+            g.gpu_instance_id = id;
+            if (lib_->gpm_sample_alloc(&g.previous) != nvml::kSuccess || lib_->gpm_sample_alloc(&g.current) != nvml::kSuccess) {
+                if (g.previous != nullptr) lib_->gpm_sample_free(g.previous);
+                notes.push_back(fmt::format("GPU {}: GPM sample buffers could not be allocated: {}", index, equal));
+                free_gpm(gpu);
+                return;
+            }
+            it = gpu.gpm.insert(gpu.gpm.end(), g);
+        }
+        it->records.push_back(record);
+    }
+    if (!gpm_request_) gpm_request_ = std::make_unique<nvml::GpmMetricsGet>();
+}
+
+void NvmlSource::free_gpm(Gpu& gpu) {
+    for (GpmInstance& g : gpu.gpm) {
+        if (g.previous != nullptr) lib_->gpm_sample_free(g.previous);
+        if (g.current != nullptr) lib_->gpm_sample_free(g.current);
+    }
+    gpu.gpm.clear();
+}
+
+/// Each GPU instance's active time since its previous sample: GPM's graphics activity (the share of the
+/// time any of its processes was active) times that span. A failed sample leaves the instance's interval
+/// unmeasured and makes the next sample a new start.
+void NvmlSource::read_mig_activity(Gpu& gpu) {
+    for (GpmInstance& g : gpu.gpm) {
+        const nvml::Return rc = lib_->gpm_mig_sample(gpu.handle, g.gpu_instance_id, g.current);
+        const uint64_t now = monotonic_now_ns();
+        bool measured = false;
+        uint64_t active_ns = 0;
+        if (rc == nvml::kSuccess && g.have_previous && now > g.previous_ns) {
+            nvml::GpmMetricsGet& request = *gpm_request_;
+            request.version = nvml::kGpmMetricsGetVersion;
+            request.numMetrics = 1;
+            request.sample1 = g.previous;
+            request.sample2 = g.current;
+            request.metrics[0] = nvml::GpmMetric{};
+            request.metrics[0].metricId = nvml::kGpmMetricGraphicsUtil;
+            if (lib_->gpm_metrics(&request) == nvml::kSuccess && request.metrics[0].nvmlReturn == nvml::kSuccess &&
+                std::isfinite(request.metrics[0].value)) {
+                const double share = std::clamp(request.metrics[0].value, 0.0, 100.0) / 100.0;
+                active_ns = static_cast<uint64_t>(share * static_cast<double>(now - g.previous_ns));
+                measured = true;
+            }
+        }
+        for (const uint32_t record : g.records) {
+            set_flag(devices_[record].flags, KEPLERSHM_GPU_ACTIVE_VALID, measured);
+            devices_[record].active_ns = active_ns;
+        }
+        g.have_previous = rc == nvml::kSuccess;
+        if (rc == nvml::kSuccess) {
+            std::swap(g.previous, g.current);
+            g.previous_ns = now;
+        }
     }
 }
 

@@ -44,6 +44,15 @@ struct nvmlDevice_st {
     int mig = -1;  // -1: the full GPU
 };
 
+// The opaque type behind nvmlGpmSample_t: what nvmlGpmMigSampleGet took, for nvmlGpmMetricsGet.
+struct nvmlGpmSample_st {
+    bool taken = false;
+    unsigned gpu = 0;
+    unsigned gpu_instance = 0;
+    double time_s = 0.0;    // CLOCK_MONOTONIC
+    double active_s = 0.0;  // the GPU instance's active time so far
+};
+
 namespace fake_nvml {
 namespace {
 
@@ -75,6 +84,13 @@ struct UtilSegment {
     std::vector<Process> processes;
 };
 
+// A GPU instance's graphics activity (GPM): `percent` from `since_s` on, `active_s` integrated before.
+struct GpmActivity {
+    double percent = 0.0;
+    double since_s = 0.0;
+    double active_s = 0.0;
+};
+
 // What the driver keeps for one GPU between calls and across scenario re-reads.
 struct DeviceRuntime {
     double power_w = 0.0;
@@ -83,6 +99,7 @@ struct DeviceRuntime {
     long long generation = 0;   // driver_generation the integral belongs to
     long long origin_us = 0;    // first sight (CLOCK_REALTIME µs): the sampling grid starts here
     std::vector<UtilSegment> util;  // oldest first; the first one covers the ring's oldest sample
+    std::map<unsigned, GpmActivity> gpm;  // by GPU instance id
 };
 
 struct FileKey {
@@ -104,6 +121,7 @@ struct State {
     std::vector<std::unique_ptr<nvmlDevice_st>> gpu_handles;  // by position; never shrinks
     std::map<std::pair<unsigned, unsigned>, std::unique_ptr<nvmlDevice_st>> mig_handles;
     std::set<const nvmlDevice_st*> issued;  // every handle given out: how a foreign pointer is told apart
+    std::set<nvmlGpmSample_st*> gpm_samples;  // allocated and not yet freed
 };
 
 State& state() {
@@ -144,6 +162,19 @@ void advance_energy(DeviceRuntime& rt, const Device& d, double now_s) {
     rt.power_w = d.power_w;
 }
 
+// Each GPU instance's activity so far is kept when its percentage changes (the new one applies from now).
+void advance_gpm(DeviceRuntime& rt, const Device& d, double now_s) {
+    for (const MigDevice& m : d.mig_devices) {
+        auto [it, added] = rt.gpm.try_emplace(m.gpu_instance_id, GpmActivity{m.gr_active_percent, now_s, 0.0});
+        if (added) continue;
+        GpmActivity& a = it->second;
+        if (a.percent == m.gr_active_percent) continue;
+        a.active_s += a.percent / 100.0 * (now_s - a.since_s);
+        a.since_s = now_s;
+        a.percent = m.gr_active_percent;
+    }
+}
+
 // A new segment when the utilization changed; segments wholly older than the ring are dropped.
 void advance_utilization(DeviceRuntime& rt, const Device& d, long long now_us) {
     if (utilization_changed(rt.util.back().processes, d.processes)) rt.util.push_back({now_us, d.processes});
@@ -161,6 +192,7 @@ void apply(State& s, Scenario next) {
             advance_energy(s.runtime[i], d, now_s);
             advance_utilization(s.runtime[i], d, now_us);
         }
+        advance_gpm(s.runtime[i], d, now_s);
     }
     s.scenario = std::move(next);
 }
@@ -379,6 +411,10 @@ const char* error_string(nvmlReturn_t result) {
         case NVML_ERROR_IN_USE: return "In use by another client";
         case NVML_ERROR_MEMORY: return "Insufficient Memory";
         case NVML_ERROR_NO_DATA: return "No data";
+        case NVML_ERROR_VGPU_ECC_NOT_SUPPORTED: return "vGPU ECC is not supported";
+        case NVML_ERROR_INSUFFICIENT_RESOURCES: return "Insufficient resources";
+        case NVML_ERROR_FREQ_NOT_SUPPORTED: return "Frequency not supported";
+        case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
         case NVML_ERROR_UNKNOWN: return "Unknown Error";
     }
     return "Unknown Error";
@@ -583,6 +619,71 @@ FAKE_NVML_API nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevi
                                                                         nvmlDevice_t* device) {
     return with_device(__func__, migDevice, [&](const Target& t) {
         return t.mig == nullptr ? NVML_ERROR_INVALID_ARGUMENT : set_output(device, gpu_handle(t.state, t.index));
+    });
+}
+
+// ---- GPM (Hopper and later; the same driver generation as MIG) ---------------------------------------
+
+FAKE_NVML_API nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t* gpmSupport) {
+    return with_device(__func__, device, [&](const Target& t) {
+        if (gpmSupport == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+        if (gpmSupport->version != NVML_GPM_SUPPORT_VERSION) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+        gpmSupport->isSupportedDevice = t.gpu.gpm ? 1u : 0u;
+        return NVML_SUCCESS;
+    });
+}
+
+FAKE_NVML_API nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t* gpmSample) {
+    return with_library([&](State& s) {
+        if (gpmSample == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+        *gpmSample = new nvmlGpmSample_st();
+        s.gpm_samples.insert(*gpmSample);
+        return NVML_SUCCESS;
+    });
+}
+
+FAKE_NVML_API nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t gpmSample) {
+    return with_library([&](State& s) {
+        if (s.gpm_samples.erase(gpmSample) == 0) return NVML_ERROR_INVALID_ARGUMENT;
+        delete gpmSample;
+        return NVML_SUCCESS;
+    });
+}
+
+// nvml.h: a MIG GPU instance's counters, by the parent GPU's handle and the instance's id.
+FAKE_NVML_API nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t device, unsigned int gpuInstanceId, nvmlGpmSample_t gpmSample) {
+    return with_device(__func__, device, [&](const Target& t) {
+        if (t.mig != nullptr || !t.state.gpm_samples.contains(gpmSample)) return NVML_ERROR_INVALID_ARGUMENT;
+        if (!t.gpu.gpm || !mig_enabled(t.gpu)) return NVML_ERROR_NOT_SUPPORTED;
+        const auto it = t.runtime.gpm.find(gpuInstanceId);
+        if (it == t.runtime.gpm.end()) return NVML_ERROR_NOT_FOUND;
+        const double now = monotonic_s();
+        *gpmSample = nvmlGpmSample_st{true, t.index, gpuInstanceId, now,
+                                      it->second.active_s + it->second.percent / 100.0 * (now - it->second.since_s)};
+        return NVML_SUCCESS;
+    });
+}
+
+// nvml.h: the metrics between two samples of the same GPU (instance); only GRAPHICS_UTIL is implemented,
+// the other metrics answer NOT_SUPPORTED in their own nvmlReturn.
+FAKE_NVML_API nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t* metricsGet) {
+    return with_library([&](State& s) {
+        if (metricsGet == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+        if (metricsGet->version != NVML_GPM_METRICS_GET_VERSION) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+        const nvmlGpmSample_st* a = metricsGet->sample1;
+        const nvmlGpmSample_st* b = metricsGet->sample2;
+        if (metricsGet->numMetrics > NVML_GPM_METRIC_MAX || !s.gpm_samples.contains(metricsGet->sample1) ||
+            !s.gpm_samples.contains(metricsGet->sample2) || !a->taken || !b->taken || a->gpu != b->gpu ||
+            a->gpu_instance != b->gpu_instance || b->time_s <= a->time_s) {
+            return NVML_ERROR_INVALID_ARGUMENT;
+        }
+        for (unsigned i = 0; i < metricsGet->numMetrics; ++i) {
+            nvmlGpmMetric_t& m = metricsGet->metrics[i];
+            m.metricInfo = {nullptr, nullptr, nullptr};
+            m.nvmlReturn = m.metricId == NVML_GPM_METRIC_GRAPHICS_UTIL ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+            m.value = m.nvmlReturn == NVML_SUCCESS ? 100.0 * (b->active_s - a->active_s) / (b->time_s - a->time_s) : 0.0;
+        }
+        return NVML_SUCCESS;
     });
 }
 #endif

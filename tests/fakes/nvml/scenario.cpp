@@ -62,6 +62,7 @@ MigDevice parse_mig_device(const json& j, std::size_t gpu, std::size_t index) {
     read_key(j, "uuid", m.uuid);
     read_key(j, "gpu_instance_id", m.gpu_instance_id);
     read_key(j, "compute_instance_id", m.compute_instance_id);
+    read_key(j, "gr_active_percent", m.gr_active_percent);
     m.processes = parse_processes(j);
     return m;
 }
@@ -94,6 +95,7 @@ Device parse_device(const json& j, std::size_t index) {
     read_key(j, "errors", d.errors);
     read_key(j, "power_limit_w", d.power_limit_w);
     read_key(j, "mig_mode", d.mig_mode);
+    read_key(j, "gpm", d.gpm);
     d.processes = parse_processes(j);
     for (const json& m : array_at(j, "mig_devices"))
         d.mig_devices.push_back(parse_mig_device(m, index, d.mig_devices.size()));

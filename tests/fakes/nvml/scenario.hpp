@@ -22,6 +22,7 @@ struct MigDevice {
     std::string uuid;
     unsigned gpu_instance_id = 0;
     unsigned compute_instance_id = 0;
+    double gr_active_percent = 0.0;  // GPM's graphics activity of its GPU instance (the first CI's figure counts)
     std::vector<Process> processes;
 };
 
@@ -37,6 +38,7 @@ struct Device {
     std::map<std::string, int> errors;  // NVML function name → the return code it gives instead
     double power_limit_w = 700.0;
     unsigned mig_mode = 0;
+    bool gpm = false;  // GPU Performance Monitoring (Hopper and later)
     std::vector<Process> processes;
     std::vector<MigDevice> mig_devices;
 };

@@ -414,6 +414,72 @@ TEST(NvmlSource, MigInstancesAreDevicesWithTheirOwnProcessesAndNoBusyTime) {
     }
 }
 
+json mig_gpu_with_gpm(bool gpm, double gi1_percent, double gi2_percent) {
+    auto instance = [](unsigned gi, unsigned ci, double percent, unsigned pid) {
+        return json{{"gpu_instance_id", gi}, {"compute_instance_id", ci}, {"gr_active_percent", percent},
+                    {"processes", json::array({{{"pid", pid}}})}};
+    };
+    // GPU instance 2 holds two compute instances: one activity for both.
+    return gpus({{{"power_w", 400}, {"mig_mode", 1}, {"gpm", gpm},
+                  {"mig_devices", json::array({instance(1, 0, gi1_percent, 3001), instance(2, 0, gi2_percent, 3002),
+                                               instance(2, 1, gi2_percent, 3003)})}}});
+}
+
+TEST(NvmlSource, MigInstancesActivityComesFromGpmPerGpuInstance) {
+    Scenario scenario(mig_gpu_with_gpm(true, 60, 20));
+    const auto source = load();
+    ASSERT_NE(source, nullptr);
+    const auto& devices = source->devices();
+    ASSERT_EQ(devices.size(), 4u);
+    std::vector<GpuProcessUse> uses;
+    read(*source);
+    source->read_usage(uses, monotonic_now_ns());
+    for (uint32_t m = 1; m <= 3; ++m) EXPECT_FALSE(devices[m].flags & KEPLERSHM_GPU_ACTIVE_VALID) << "one sample is no span yet";
+
+    const auto started = Clock::now();
+    testing::sleep_ms(300);
+    read(*source);
+    source->read_usage(uses, monotonic_now_ns());
+    const double elapsed_ns = std::chrono::duration<double, std::nano>(Clock::now() - started).count();
+    for (uint32_t m = 1; m <= 3; ++m) ASSERT_TRUE(devices[m].flags & KEPLERSHM_GPU_ACTIVE_VALID) << m;
+    EXPECT_FALSE(devices[0].flags & KEPLERSHM_GPU_ACTIVE_VALID) << "the GPU itself is not measured by GPM here";
+    // The span is between the collector's two samples, which the test's clock brackets; a stalled thread
+    // could stretch it past elapsed_ns by the stall, hence the share's upper bound of 1.5x.
+    const double share1 = static_cast<double>(devices[1].active_ns) / elapsed_ns;
+    EXPECT_GT(share1, 0.6 * 0.8);
+    EXPECT_LT(share1, 0.6 * 1.5);
+    EXPECT_EQ(devices[2].active_ns, devices[3].active_ns) << "two compute instances of one GPU instance";
+    ASSERT_GT(devices[2].active_ns, 0u);
+    EXPECT_NEAR(static_cast<double>(devices[1].active_ns) / static_cast<double>(devices[2].active_ns), 3.0, 0.05)
+        << "60 % against 20 % over the same span (the instances are sampled microseconds apart)";
+
+    // The activity changes: the next interval measures the new figures.
+    scenario.write(mig_gpu_with_gpm(true, 0, 100));
+    read(*source);
+    source->read_usage(uses, monotonic_now_ns());  // the interval that straddles the change
+    testing::sleep_ms(200);
+    read(*source);
+    source->read_usage(uses, monotonic_now_ns());
+    EXPECT_EQ(devices[1].active_ns, 0u) << "an idle instance";
+    EXPECT_GT(devices[2].active_ns, 150'000'000u) << "a busy one: the whole span (at least the 200 ms slept)";
+}
+
+TEST(NvmlSource, WithoutGpmOrOnAnOldDriverMigInstancesHaveNoActivity) {
+    for (const char* library : {FAKE_NVML_LIBRARY, FAKE_NVML_OLD_LIBRARY}) {
+        SCOPED_TRACE(library);
+        Scenario scenario(mig_gpu_with_gpm(library == std::string(FAKE_NVML_LIBRARY) ? false : true, 60, 20));
+        const auto source = load(library);
+        ASSERT_NE(source, nullptr);
+        std::vector<GpuProcessUse> uses;
+        for (int call = 0; call < 2; ++call) {
+            read(*source);
+            source->read_usage(uses, monotonic_now_ns());
+            testing::sleep_ms(120);
+        }
+        for (const keplershm_gpu_device& d : source->devices()) EXPECT_FALSE(d.flags & KEPLERSHM_GPU_ACTIVE_VALID);
+    }
+}
+
 /// A fake RAPL package zone under a sysfs root, so that GPU zones come after another source's.
 void rapl_package(const TempDir& sys, uint64_t energy_uj) {
     sys.write("class/powercap/intel-rapl:0/name", "package-0\n");
