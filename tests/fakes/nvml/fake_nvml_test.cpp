@@ -40,6 +40,11 @@ using ProcessesFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*, nvmlProcessInfo_t*
 using UtilizationFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlProcessUtilizationSample_t*, unsigned*, unsigned long long);
 using MigHandleFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned, nvmlDevice_t*);
 using ParentHandleFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlDevice_t*);
+using GpmSupportFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlGpmSupport_t*);
+using GpmAllocFn = nvmlReturn_t (*)(nvmlGpmSample_t*);
+using GpmFreeFn = nvmlReturn_t (*)(nvmlGpmSample_t);
+using GpmMigSampleFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned, nvmlGpmSample_t);
+using GpmMetricsFn = nvmlReturn_t (*)(nvmlGpmMetricsGet_t*);
 
 // One loaded copy of the library and the entry points the tests call.
 class Nvml {
@@ -83,6 +88,11 @@ public:
     DeviceUintFn gpu_instance = get<DeviceUintFn>("nvmlDeviceGetGpuInstanceId");
     DeviceUintFn compute_instance = get<DeviceUintFn>("nvmlDeviceGetComputeInstanceId");
     ParentHandleFn parent = get<ParentHandleFn>("nvmlDeviceGetDeviceHandleFromMigDeviceHandle");
+    GpmSupportFn gpm_support = get<GpmSupportFn>("nvmlGpmQueryDeviceSupport");
+    GpmAllocFn gpm_alloc = get<GpmAllocFn>("nvmlGpmSampleAlloc");
+    GpmFreeFn gpm_free = get<GpmFreeFn>("nvmlGpmSampleFree");
+    GpmMigSampleFn gpm_mig_sample = get<GpmMigSampleFn>("nvmlGpmMigSampleGet");
+    GpmMetricsFn gpm_metrics = get<GpmMetricsFn>("nvmlGpmMetricsGet");
 };
 
 // A scenario file in a directory of its own, replaced atomically (write beside, then rename).
@@ -418,6 +428,52 @@ TEST_F(FakeNvml, MigDevicesHaveHandlesIdsAndProcesses) {
     EXPECT_EQ(nvml.utilization(gpu, nullptr, &count, 0), NVML_ERROR_NOT_SUPPORTED);
 }
 
+TEST_F(FakeNvml, GpmGivesAGpuInstancesGraphicsActivityBetweenTwoSamples) {
+    json scenario = mig_gpu();
+    scenario["devices"][0]["gpm"] = true;
+    scenario["devices"][0]["mig_devices"][1]["gr_active_percent"] = 40.0;
+    nvmlDevice_t gpu = start(scenario);
+    nvmlGpmSupport_t support{NVML_GPM_SUPPORT_VERSION, 0};
+    ASSERT_EQ(nvml.gpm_support(gpu, &support), NVML_SUCCESS);
+    EXPECT_EQ(support.isSupportedDevice, 1u);
+    support.version = 7;
+    EXPECT_EQ(nvml.gpm_support(gpu, &support), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+
+    nvmlGpmSample_t first = nullptr, second = nullptr;
+    ASSERT_EQ(nvml.gpm_alloc(&first), NVML_SUCCESS);
+    ASSERT_EQ(nvml.gpm_alloc(&second), NVML_SUCCESS);
+    auto request = std::make_unique<nvmlGpmMetricsGet_t>();
+    request->version = NVML_GPM_METRICS_GET_VERSION;
+    request->numMetrics = 2;
+    request->sample1 = first;
+    request->sample2 = second;
+    request->metrics[0].metricId = NVML_GPM_METRIC_GRAPHICS_UTIL;
+    request->metrics[1].metricId = 2;  // SM_UTIL: not implemented by the fake
+    EXPECT_EQ(nvml.gpm_metrics(request.get()), NVML_ERROR_INVALID_ARGUMENT) << "samples not taken yet";
+    ASSERT_EQ(nvml.gpm_mig_sample(gpu, 2, first), NVML_SUCCESS);
+    sleep_ms(150);
+    ASSERT_EQ(nvml.gpm_mig_sample(gpu, 2, second), NVML_SUCCESS);
+    ASSERT_EQ(nvml.gpm_metrics(request.get()), NVML_SUCCESS);
+    EXPECT_EQ(request->metrics[0].nvmlReturn, NVML_SUCCESS);
+    EXPECT_NEAR(request->metrics[0].value, 40.0, 1e-6) << "a steady 40 % between any two samples";
+    EXPECT_EQ(request->metrics[1].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+    EXPECT_EQ(nvml.gpm_mig_sample(gpu, 9, first), NVML_ERROR_NOT_FOUND) << "no GPU instance 9";
+    ASSERT_EQ(nvml.gpm_mig_sample(gpu, 1, first), NVML_SUCCESS);
+    EXPECT_EQ(nvml.gpm_metrics(request.get()), NVML_ERROR_INVALID_ARGUMENT) << "samples of two GPU instances";
+    request->version = 2;
+    EXPECT_EQ(nvml.gpm_metrics(request.get()), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    EXPECT_EQ(nvml.gpm_free(first), NVML_SUCCESS);
+    EXPECT_EQ(nvml.gpm_free(first), NVML_ERROR_INVALID_ARGUMENT) << "freed twice";
+    EXPECT_EQ(nvml.gpm_free(second), NVML_SUCCESS);
+
+    scenario["devices"][0]["gpm"] = false;
+    file->write(scenario);
+    ASSERT_EQ(nvml.gpm_support(gpu, &support), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    support.version = NVML_GPM_SUPPORT_VERSION;
+    ASSERT_EQ(nvml.gpm_support(gpu, &support), NVML_SUCCESS);
+    EXPECT_EQ(support.isSupportedDevice, 0u) << "a GPU before Hopper";
+}
+
 TEST(FakeNvmlOldDriver, LacksEnergyAndMigButReportsPower) {
     Nvml old(FAKE_NVML_OLD_LIBRARY);
     ASSERT_NE(old.lib(), nullptr) << dlerror();
@@ -425,6 +481,7 @@ TEST(FakeNvmlOldDriver, LacksEnergyAndMigButReportsPower) {
     EXPECT_EQ(old.mig_mode, nullptr);
     EXPECT_EQ(old.mig_handle, nullptr);
     EXPECT_EQ(old.is_mig, nullptr);
+    EXPECT_EQ(old.gpm_mig_sample, nullptr);
     ASSERT_NE(old.power, nullptr);
     ScenarioFile file(one_gpu({{"power_w", 75.5}}));
     ASSERT_EQ(old.init(), NVML_SUCCESS);
