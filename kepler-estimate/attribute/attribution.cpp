@@ -1,6 +1,7 @@
 #include "attribute/attribution.hpp"
 
 #include <algorithm>
+#include <map>
 
 namespace kepler::estimate {
 
@@ -22,10 +23,55 @@ bool on_gpu(const keplershm::FrameView& frame, const keplershm::Records<keplersh
            segment.zones[zone].socket == socket;
 }
 
+/// Adds weight `w` of GPU user `u` to its process record, or to the unaccounted record when the frame has
+/// no record of it.
+void add_user_weight(const keplershm::FrameView& frame, const keplershm_gpu_usage& u, uint64_t w, std::vector<uint64_t>& weights,
+                     uint64_t& unaccounted) {
+    if (u.process_index < weights.size() && frame.processes()[u.process_index].pid == u.pid) weights[u.process_index] += w;
+    else unaccounted += w;
+}
+
+// A MIG instance's active time is at most this much (18 minutes) in one frame: a planted segment's figure
+// cannot overflow the sum of the weights.
+constexpr uint64_t kMaxActiveNs = uint64_t{1} << 40;
+
+/// A MIG-partitioned GPU whose instance records all carry their activity (GPM): each GPU instance's active
+/// time, split equally over its users (the driver samples no per-process use under MIG); an active
+/// instance without users weighs on the unaccounted record. False (nothing set) when the GPU has no such
+/// records, one lacks its activity, or none was active.
+bool mig_activity_weights(const keplershm::FrameView& frame, uint32_t socket, std::vector<uint64_t>& weights, uint64_t& unaccounted) {
+    const keplershm::Records<keplershm_gpu_device> devices = frame.gpu_devices();
+    std::map<uint32_t, std::pair<uint64_t, uint64_t>> instances;  // GPU instance id → (active ns, users)
+    for (uint32_t d = 0; d < devices.size(); ++d) {
+        if (!(devices[d].flags & KEPLERSHM_GPU_MIG_INSTANCE) || !on_gpu(frame, devices, d, socket)) continue;
+        if (!(devices[d].flags & KEPLERSHM_GPU_ACTIVE_VALID)) return false;
+        uint64_t& active = instances[devices[d].gpu_instance_id].first;
+        active = std::max(active, std::min(devices[d].active_ns, kMaxActiveNs));  // its compute instances say the same
+    }
+    uint64_t total = 0;
+    for (const auto& [id, instance] : instances) total += instance.first;
+    if (total == 0) return false;
+    auto instance_of = [&](uint32_t device) -> std::pair<uint64_t, uint64_t>* {
+        if (!on_gpu(frame, devices, device, socket) || !(devices[device].flags & KEPLERSHM_GPU_MIG_INSTANCE)) return nullptr;
+        return &instances[devices[device].gpu_instance_id];
+    };
+    for (const keplershm_gpu_usage& u : frame.gpu_usage()) {
+        if (auto* instance = instance_of(u.device)) ++instance->second;
+    }
+    for (const keplershm_gpu_usage& u : frame.gpu_usage()) {
+        if (const auto* instance = instance_of(u.device)) add_user_weight(frame, u, instance->first / instance->second, weights, unaccounted);
+    }
+    for (const auto& [id, instance] : instances) {
+        if (instance.second == 0) unaccounted += instance.first;
+    }
+    return true;
+}
+
 /// Who used GPU `socket` (the device index of its zone) in the frame, as weights over the process records:
-/// busy time where the collector measured it, else one share per user (a process seen on the GPU without
-/// samples); users the frame has no record of weigh on the unaccounted record. All zero: nobody used it
-/// (or the frame says nothing of GPU use): its active energy explains no process.
+/// busy time where the collector measured it; on a MIG GPU, its instances' activity where measured; else
+/// one share per user (a process seen on the GPU without samples). Users the frame has no record of weigh
+/// on the unaccounted record. All zero: nobody used it (or the frame says nothing of GPU use): its active
+/// energy explains no process.
 void gpu_weights(const keplershm::FrameView& frame, uint32_t socket, std::vector<uint64_t>& weights, uint64_t& unaccounted) {
     std::fill(weights.begin(), weights.end(), 0);
     unaccounted = 0;
@@ -34,11 +80,10 @@ void gpu_weights(const keplershm::FrameView& frame, uint32_t socket, std::vector
     for (const keplershm_gpu_usage& u : frame.gpu_usage()) {
         by_busy |= on_gpu(frame, devices, u.device, socket) && (u.flags & KEPLERSHM_GPU_USE_BUSY_VALID) && u.busy_ns > 0;
     }
+    if (!by_busy && mig_activity_weights(frame, socket, weights, unaccounted)) return;
     for (const keplershm_gpu_usage& u : frame.gpu_usage()) {
         if (!on_gpu(frame, devices, u.device, socket)) continue;
-        const uint64_t w = by_busy ? ((u.flags & KEPLERSHM_GPU_USE_BUSY_VALID) ? u.busy_ns : 0) : 1;
-        if (u.process_index < weights.size() && frame.processes()[u.process_index].pid == u.pid) weights[u.process_index] += w;
-        else unaccounted += w;
+        add_user_weight(frame, u, by_busy ? ((u.flags & KEPLERSHM_GPU_USE_BUSY_VALID) ? u.busy_ns : 0) : 1, weights, unaccounted);
     }
 }
 

@@ -30,7 +30,7 @@ keplershm_zone_info gpu_zone(uint32_t index) {
 /// package-0 (zone 0) and two NVIDIA GPUs (zones 1 and 2).
 keplershm::WriterOptions gpu_node() {
     keplershm::WriterOptions o = node_options(4, kProcfsMetrics, {zone_info("package-0", KEPLERSHM_ZONE_PACKAGE, 0), gpu_zone(0), gpu_zone(1)});
-    o.gpu_device_capacity = 4;
+    o.gpu_device_capacity = 8;
     o.gpu_usage_capacity = 16;
     return o;
 }
@@ -167,6 +167,56 @@ TEST(Gpu, EnergyIsConservedPerDeviceUnderEveryIdlePolicy) {
         const double containers = series_sum(families, "kepler_container_gpu_joules_total", {});
         const double idle_on_node = policy == IdlePolicy::none ? 60 + 50 + 60 + 50 : 0.0;
         EXPECT_NEAR(containers + idle_on_node, node_gpu, 1e-3);
+    }
+}
+
+/// GPU 0 partitioned: its own record (0), then MIG instances with the given GPU instance ids and active
+/// times (ns; nullopt: not measured), each a record of its own on GPU 0's zone.
+std::vector<keplershm_gpu_device> mig_gpu(const std::vector<std::pair<uint32_t, std::optional<uint64_t>>>& instances) {
+    std::vector<keplershm_gpu_device> out = {device(0), device(1)};
+    out[0].flags |= KEPLERSHM_GPU_MIG_ENABLED;
+    for (const auto& [id, active] : instances) {
+        keplershm_gpu_device d = device(0);
+        d.flags = KEPLERSHM_GPU_MIG_INSTANCE | KEPLERSHM_GPU_USAGE_VALID | (active ? uint32_t{KEPLERSHM_GPU_ACTIVE_VALID} : 0u);
+        d.parent = 0;
+        d.gpu_instance_id = id;
+        d.compute_instance_id = 0;
+        d.active_ns = active.value_or(0);
+        keplershm::set_text(d.uuid, "MIG-test-" + std::to_string(id));
+        out.push_back(d);
+    }
+    return out;
+}
+
+TEST(Gpu, MigInstancesShareTheGpusActivePowerByTheirMeasuredActivityAndTheirUsersEqually) {
+    struct Case {
+        const char* name;
+        std::vector<std::pair<uint32_t, std::optional<uint64_t>>> instances;
+        double p100, p101, p102;
+    };
+    // Records 2.. are the instances; 100 runs on the first, 101 and 102 on the second.
+    for (const Case& c : {Case{"60 % and 20 %: 3:1, the second instance's part halved", {{1, 600'000'000}, {2, 200'000'000}}, 150, 25, 25},
+                          Case{"one instance unmeasured: equal shares, as without GPM", {{1, 600'000'000}, {2, std::nullopt}}, 200.0 / 3, 200.0 / 3, 200.0 / 3},
+                          Case{"nothing active: equal shares", {{1, 0}, {2, 0}}, 200.0 / 3, 200.0 / 3, 200.0 / 3},
+                          Case{"an active instance without users keeps its part off every process", {{1, 600'000'000}, {2, 200'000'000}, {3, 200'000'000}}, 120, 20, 20}}) {
+        SCOPED_TRACE(c.name);
+        Feed feed(gpu_node(), "gpu-mig");
+        EstimatorOptions options;
+        options.idle_policy = IdlePolicy::none;
+        options.model_set.gpu_idle = parse_gpu_idle_watts("50");
+        Estimator est(options);
+        TestFrame f = gpu_frame(1, 250, 50);
+        f.gpu_devices = mig_gpu(c.instances);
+        f.gpu_usage = {use(100, 0, 2, 0, false), use(101, 1, 3, 0, false), use(102, 2, 3, 0, false)};
+        ASSERT_TRUE(est.process(feed.frame(f)));
+        const auto families = collect(PrometheusExport(est, kepler010_with_processes()));
+        EXPECT_NEAR(process_gpu_joules(families, 100), c.p100, 1e-3);
+        EXPECT_NEAR(process_gpu_joules(families, 101), c.p101, 1e-3);
+        EXPECT_NEAR(process_gpu_joules(families, 102), c.p102, 1e-3);
+        const ZoneShares& gpu0 = est.last_attribution().zones.at(1);
+        uint64_t given = gpu0.unaccounted_dynamic_uj;
+        for (const uint64_t uj : gpu0.dynamic_uj) given += uj;
+        EXPECT_EQ(given, 200 * kJoule) << "conserved on the GPU";
     }
 }
 
