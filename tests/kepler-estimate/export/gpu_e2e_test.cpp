@@ -8,6 +8,10 @@
 // GPU 0 draws 300 W, GPU 1 60 W, both idle at 60 W (--gpu-idle-watts): GPU 0's 240 W active go 3:1 to
 // A (SM 60 %) and B (SM 20 %); GPU 1 has no active power, so C (SM 30 %) gets none. A is container 1's,
 // B and C container 2's. The children sleep: they use no CPU at all, as a process waiting on its GPU.
+//
+// Two more runs of the same pipeline: a GPU user the collector cannot see, charged to the container the
+// kubelet's pod-resources API (a fake kubelet over gRPC) says holds the GPU; and a GPU in MIG mode whose
+// instances' activity comes from GPM.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -154,6 +158,60 @@ constexpr const char* kUuid0 = "GPU-e2e0e2e0-0000-4000-8000-000000000000";
 constexpr const char* kUuid1 = "GPU-e2e0e2e0-0000-4000-8000-000000000001";
 constexpr const char* kGpuName = "NVIDIA H100 80GB HBM3";
 
+/// The pipeline under test, started in `dir` on a fake RAPL and the fake NVML (the scenario the caller's
+/// fake_nvml::ScenarioEnv names): the real collector (procfs, as the other end-to-end tests: the same
+/// source everywhere; eBPF needs BTF and privileges), kepler-estimate (idle kept on the node, as Kepler
+/// 0.10) and a real Prometheus server scraping it. Each takes the extra arguments given.
+class GpuNode {
+public:
+    GpuNode(const fs::path& dir, const std::vector<std::string>& collector_args, const std::vector<std::string>& estimator_args)
+        : dir_(dir),
+          rapl_(dir / "sys"),
+          segment_(unique_segment_name("e2e-gpu")),
+          cleanup_{segment_},
+          collector_(with(collector_args, {COLLECT_BINARY, "--shm-name", segment_, "--interval", "1s", "--source", "procfs",
+                                           "--sysfs-root", (dir / "sys").string(), "--replace-live", "--node-name", "node-gpu",
+                                           "--nvml-library", FAKE_NVML_LIBRARY}),
+                     (dir / "collector.log").string()),
+          port_(free_port()),
+          estimator_(with(estimator_args, {ESTIMATE_BINARY, "--shm-name", segment_, "--listen", fmt::format("127.0.0.1:{}", port_),
+                                           "--idle-policy", "none"}),
+                     (dir / "estimator.log").string()),
+          prometheus_port_(free_port()),
+          prometheus_(start_prometheus(dir, port_, prometheus_port_)) {}
+
+    [[nodiscard]] std::string logs() const {
+        return "collector:\n" + read_file((dir_ / "collector.log").string()) + "estimator:\n" + read_file((dir_ / "estimator.log").string());
+    }
+    [[nodiscard]] std::optional<double> query(const std::string& promql) const { return ::estimate_test::query(prometheus_port_, promql); }
+    /// Waits up to a minute for `promql` to have a value above 0: the first frames are in.
+    [[nodiscard]] bool wait_for_data(const std::string& promql) const {
+        return wait_for([&] { return query(promql).value_or(0) > 0; }, std::chrono::seconds(60));
+    }
+    /// A series' average over the last 10 s of scrapes (a failure, with the logs, when it has none).
+    double avg(const std::string& series) const {
+        const std::optional<double> v = query(fmt::format("avg_over_time({}[10s])", series));
+        EXPECT_TRUE(v.has_value()) << series << " has no samples\n" << logs();
+        return v.value_or(-1e9);
+    }
+
+private:
+    static std::vector<std::string> with(const std::vector<std::string>& extra, std::vector<std::string> argv) {
+        argv.insert(argv.end(), extra.begin(), extra.end());
+        return argv;
+    }
+
+    fs::path dir_;
+    FakeRapl rapl_;
+    std::string segment_;
+    SegmentCleanup cleanup_;
+    Child collector_;
+    int port_;
+    Child estimator_;
+    int prometheus_port_;
+    Child prometheus_;
+};
+
 TEST(GpuEndToEnd, ProcessContainerAndPodGetTheirShareOfEachGpuAndEnergyIsConserved) {
     if (!fs::exists("/usr/bin/prometheus")) GTEST_SKIP() << "no Prometheus server (Debian package prometheus)";
     if (geteuid() != 0) GTEST_SKIP() << "not root: placing processes in cgroups needs it";
@@ -178,36 +236,14 @@ TEST(GpuEndToEnd, ProcessContainerAndPodGetTheirShareOfEachGpuAndEnergyIsConserv
                                  {"processes", {gpu_process(c, 30)}}}}}});
     const fake_nvml::ScenarioEnv env(scenario);
 
-    FakeRapl rapl(dir.path() / "sys");
-    const std::string segment = unique_segment_name("e2e-gpu");
-    const SegmentCleanup cleanup{segment};
-    // procfs, as the other end-to-end tests: the same source everywhere (eBPF needs BTF and privileges).
-    Child collector({COLLECT_BINARY, "--shm-name", segment, "--interval", "1s", "--source", "procfs", "--kube", "off",
-                     "--sysfs-root", (dir.path() / "sys").string(), "--replace-live", "--node-name", "node-gpu",
-                     "--nvml-library", FAKE_NVML_LIBRARY},
-                    (dir.path() / "collector.log").string());
-    const int port = free_port();
-    Child estimator({ESTIMATE_BINARY, "--shm-name", segment, "--listen", fmt::format("127.0.0.1:{}", port), "--metric-names", "both",
-                     "--process-metrics", "--idle-policy", "none", "--gpu-idle-watts", "0=60,1=60"},
-                    (dir.path() / "estimator.log").string());
-    const int prometheus_port = free_port();
-    Child prometheus = start_prometheus(dir.path(), port, prometheus_port);
-    auto logs = [&] {
-        return "collector:\n" + read_file((dir.path() / "collector.log").string()) + "estimator:\n" +
-               read_file((dir.path() / "estimator.log").string());
-    };
+    const GpuNode pipeline(dir.path(), {"--kube", "off"}, {"--metric-names", "both", "--process-metrics", "--gpu-idle-watts", "0=60,1=60"});
 
     const std::string node0 = R"(kepler_node_gpu_watts{gpu="0"})";
-    ASSERT_TRUE(wait_for([&] { return query(prometheus_port, node0).has_value(); }, std::chrono::seconds(60))) << logs();
+    ASSERT_TRUE(pipeline.wait_for_data(node0)) << pipeline.logs();
     // From here on every frame has the three users (they were on the GPUs before the collector started);
     // the window starts 3 s later, past the collector's first frame (no busy samples yet: equal shares).
     std::this_thread::sleep_for(std::chrono::seconds(13));
-
-    auto avg = [&](const std::string& series) {
-        const std::optional<double> v = query(prometheus_port, fmt::format("avg_over_time({}[10s])", series));
-        EXPECT_TRUE(v.has_value()) << series << " has no samples\n" << logs();
-        return v.value_or(-1e9);
-    };
+    auto avg = [&](const std::string& series) { return pipeline.avg(series); };
     auto process = [&](pid_t pid) { return avg(fmt::format(R"(kepler_process_gpu_watts{{pid="{}"}})", pid)); };
     auto container = [&](size_t i) { return avg(fmt::format(R"(kepler_container_gpu_watts{{container_id="{}"}})", pod.container_id(i))); };
 
@@ -234,21 +270,19 @@ TEST(GpuEndToEnd, ProcessContainerAndPodGetTheirShareOfEachGpuAndEnergyIsConserv
     EXPECT_NEAR(active0, 240.0, 2.4);
 
     // Kepler 0.7's container GPU energy, dynamic and idle: the same split, idle on nobody (policy none).
-    const std::optional<double> dynamic07 = query(
-        prometheus_port, fmt::format(R"(rate(kepler_container_gpu_joules_total{{container_id="{}",mode="dynamic"}}[10s]))", pod.container_id(0)));
+    const std::optional<double> dynamic07 = pipeline.query(fmt::format(R"(rate(kepler_container_gpu_joules_total{{container_id="{}",mode="dynamic"}}[10s]))", pod.container_id(0)));
     EXPECT_NEAR(dynamic07.value_or(-1), 180.0, 1.8) << "kepler_container_gpu_joules_total{mode=dynamic}, container 1";
-    const std::optional<double> idle07 = query(
-        prometheus_port, fmt::format(R"(sum(rate(kepler_container_gpu_joules_total{{container_id=~"{}|{}",mode="idle"}}[10s])))",
+    const std::optional<double> idle07 = pipeline.query(fmt::format(R"(sum(rate(kepler_container_gpu_joules_total{{container_id=~"{}|{}",mode="idle"}}[10s])))",
                                      pod.container_id(0), pod.container_id(1)));
     EXPECT_NEAR(idle07.value_or(-1), 0.0, 0.01);
 
     // The devices, as the scenario names them.
     for (const auto& [gpu, uuid] : {std::pair{"0", kUuid0}, std::pair{"1", kUuid1}}) {
-        EXPECT_EQ(query(prometheus_port, fmt::format(R"(kepler_node_gpu_info{{gpu="{}",gpu_uuid="{}",gpu_name="{}",vendor="nvidia",node_name="node-gpu"}})",
+        EXPECT_EQ(pipeline.query(fmt::format(R"(kepler_node_gpu_info{{gpu="{}",gpu_uuid="{}",gpu_name="{}",vendor="nvidia",node_name="node-gpu"}})",
                                                      gpu, uuid, kGpuName)),
                   1.0)
             << "GPU " << gpu << "\n"
-            << read_file((dir.path() / "collector.log").string());
+            << pipeline.logs();
     }
 
     // Conservation, in one evaluation: the processes' GPU energy (Kepler 0.11's series: no mode label)
@@ -256,29 +290,28 @@ TEST(GpuEndToEnd, ProcessContainerAndPodGetTheirShareOfEachGpuAndEnergyIsConserv
     const std::string processes = R"(sum(kepler_process_gpu_joules_total{mode=""}))";
     const std::string idle = "sum(kepler_node_gpu_idle_joules_total)";
     const std::string node = R"(sum(kepler_node_gpu_joules_total{gpu!=""}))";
-    const std::optional<double> node_joules = query(prometheus_port, node);
-    const std::optional<double> gap = query(prometheus_port, fmt::format("{} + {} - {}", processes, idle, node));
-    ASSERT_TRUE(node_joules && gap) << logs();
+    const std::optional<double> node_joules = pipeline.query(node);
+    const std::optional<double> gap = pipeline.query(fmt::format("{} + {} - {}", processes, idle, node));
+    ASSERT_TRUE(node_joules && gap) << pipeline.logs();
     std::cout << fmt::format("conservation: node GPU {:.1f} J, processes + idle - node = {:.4f} J\n", *node_joules, *gap);
     EXPECT_GT(*node_joules, 0.0);
     EXPECT_NEAR(*gap, 0.0, 0.01 * *node_joules) << "GPU energy not given to a process is lost";
-    const std::optional<double> pods_vs_processes = query(
-        prometheus_port, fmt::format(R"(sum(kepler_pod_gpu_joules_total{{pod_id="{}"}}) - sum(kepler_process_gpu_joules_total{{mode="",pid=~"{}|{}|{}"}}))",
+    const std::optional<double> pods_vs_processes = pipeline.query(fmt::format(R"(sum(kepler_pod_gpu_joules_total{{pod_id="{}"}}) - sum(kepler_process_gpu_joules_total{{mode="",pid=~"{}|{}|{}"}}))",
                                      pod.pod_uid(), a, b, c));
     EXPECT_NEAR(pods_vs_processes.value_or(-1e9), 0.0, 0.01 * *node_joules) << "the pod's GPU energy is its processes'";
 
     // Nothing negative at any scrape of the last minute (the count per step keeps the names apart); no
     // GPU counter went back.
     const std::string gpu_series = R"({__name__=~"kepler_.*gpu.*"})";
-    EXPECT_GT(query(prometheus_port, fmt::format("min_over_time(count({} >= 0)[1m:1s])", gpu_series)).value_or(0), 10.0);
-    EXPECT_FALSE(query(prometheus_port, fmt::format("max_over_time(count({} < 0)[1m:1s])", gpu_series)).has_value())
+    EXPECT_GT(pipeline.query(fmt::format("min_over_time(count({} >= 0)[1m:1s])", gpu_series)).value_or(0), 10.0);
+    EXPECT_FALSE(pipeline.query(fmt::format("max_over_time(count({} < 0)[1m:1s])", gpu_series)).has_value())
         << "a GPU series below 0 at some scrape";
     std::string resets;
     for (const char* family : {"kepler_node_gpu_joules_total", "kepler_node_gpu_active_joules_total", "kepler_node_gpu_idle_joules_total",
                                "kepler_process_gpu_joules_total", "kepler_container_gpu_joules_total", "kepler_pod_gpu_joules_total"}) {
         resets += fmt::format("{}sum(resets({}[1m]))", resets.empty() ? "" : " + ", family);
     }
-    EXPECT_EQ(query(prometheus_port, resets), 0.0) << "a GPU counter decreased";
+    EXPECT_EQ(pipeline.query(resets), 0.0) << "a GPU counter decreased";
 }
 
 /// The kubelet's /pods as the collector reads it for names: `pod` is ml/train-0 with containers "trainer"
@@ -323,33 +356,14 @@ TEST(GpuEndToEnd, AGpuUserTheCollectorCannotSeeIsChargedToTheContainerTheKubelet
     kepler::testing::FakeKubelet kubelet(dir.path() / "pod-resources.sock");
     kubelet.set_pods({{"train-0", "ml", {{"trainer", {}}, {"notebook", {{"nvidia.com/gpu", {kUuid0}}}}}}});
 
-    FakeRapl rapl(dir.path() / "sys");
-    const std::string segment = unique_segment_name("e2e-gpu-alloc");
-    const SegmentCleanup cleanup{segment};
-    Child collector({COLLECT_BINARY, "--shm-name", segment, "--interval", "1s", "--source", "procfs", "--kube", "kubelet",
-                     "--kubelet-url", kubelet_http.url(), "--sysfs-root", (dir.path() / "sys").string(), "--replace-live",
-                     "--node-name", "node-gpu", "--nvml-library", FAKE_NVML_LIBRARY},
-                    (dir.path() / "collector.log").string());
-    const int port = free_port();
-    Child estimator({ESTIMATE_BINARY, "--shm-name", segment, "--listen", fmt::format("127.0.0.1:{}", port), "--metric-names",
-                     "kepler-0.10", "--idle-policy", "none", "--gpu-idle-watts", "0=60", "--pod-resources",
-                     kubelet.socket().string(), "--pod-resources-refresh", "1s"},
-                    (dir.path() / "estimator.log").string());
-    const int prometheus_port = free_port();
-    Child prometheus = start_prometheus(dir.path(), port, prometheus_port);
-    auto logs = [&] {
-        return "collector:\n" + read_file((dir.path() / "collector.log").string()) + "estimator:\n" +
-               read_file((dir.path() / "estimator.log").string());
-    };
+    const GpuNode pipeline(dir.path(), {"--kube", "kubelet", "--kubelet-url", kubelet_http.url()},
+                           {"--metric-names", "kepler-0.10", "--gpu-idle-watts", "0=60", "--pod-resources", kubelet.socket().string(),
+                            "--pod-resources-refresh", "1s"});
     const std::string notebook = fmt::format(R"(kepler_container_gpu_watts{{container_id="{}",container_name="notebook"}})", pod.container_id(1));
     // Names reach the frames once the collector's first pod list is in; from then on 10 s of scrapes.
-    ASSERT_TRUE(wait_for([&] { return query(prometheus_port, notebook).value_or(0) > 0; }, std::chrono::seconds(60))) << logs();
+    ASSERT_TRUE(pipeline.wait_for_data(notebook)) << pipeline.logs();
     std::this_thread::sleep_for(std::chrono::seconds(11));
-    auto avg = [&](const std::string& series) {
-        const std::optional<double> v = query(prometheus_port, fmt::format("avg_over_time({}[10s])", series));
-        EXPECT_TRUE(v.has_value()) << series << " has no samples\n" << logs();
-        return v.value_or(-1e9);
-    };
+    auto avg = [&](const std::string& series) { return pipeline.avg(series); };
     const double watts_a = avg(fmt::format(R"(kepler_process_gpu_watts{{pid="{}"}})", a));
     const double watts_b = avg(fmt::format(R"(kepler_process_gpu_watts{{pid="{}"}})", b));
     const double trainer = avg(R"(kepler_container_gpu_watts{container_name="trainer"})");
@@ -363,6 +377,49 @@ TEST(GpuEndToEnd, AGpuUserTheCollectorCannotSeeIsChargedToTheContainerTheKubelet
     EXPECT_NEAR(notebook_watts, 180.0, 1.8) << "the container the kubelet allocated the GPU to";
     EXPECT_NEAR(pod_watts, 240.0, 2.4) << "the pod: all active GPU power, none lost";
     EXPECT_GE(kubelet.calls(), 5u) << "the estimator reads the kubelet every --pod-resources-refresh";
+}
+
+// A GPU partitioned into two MIG instances, measured through GPM: GPU instance 1 at 60 % graphics activity
+// runs A (container 1), GPU instance 2 at 20 % runs B and C (container 2). The driver samples no process
+// under MIG: of the 240 W active, GI 1 gets 3/4 (A 180 W) and GI 2 1/4, halved between B and C (30 W each).
+TEST(GpuEndToEnd, MigInstancesShareTheGpuByTheirGpmActivityAndTheirProcessesEqually) {
+    if (!fs::exists("/usr/bin/prometheus")) GTEST_SKIP() << "no Prometheus server (Debian package prometheus)";
+    if (geteuid() != 0) GTEST_SKIP() << "not root: placing processes in cgroups needs it";
+    const fs::path cgroup_root = cgroup2_mount();
+    if (cgroup_root.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy mounted (cgroup.controllers at the root of a cgroup2 mount)";
+
+    TempDir dir;
+    FakePod pod(cgroup_root, 2);
+    if (!pod.why_not().empty()) GTEST_SKIP() << "cannot make a pod's cgroups: " << pod.why_not();
+    const pid_t a = pod.add_process(0);
+    const pid_t b = a > 0 ? pod.add_process(1) : -1;
+    const pid_t c = b > 0 ? pod.add_process(1) : -1;
+    if (c < 0) GTEST_SKIP() << "cannot place processes in cgroups (v1 host, or no permission): " << pod.why_not();
+
+    auto instance = [](unsigned id, double percent, std::vector<nlohmann::json> processes) {
+        return nlohmann::json{{"gpu_instance_id", id}, {"compute_instance_id", 0}, {"gr_active_percent", percent}, {"processes", processes}};
+    };
+    const fs::path scenario = dir.path() / "scenario.json";
+    fake_nvml::write_scenario(scenario, {{"devices", {{{"uuid", kUuid0}, {"name", kGpuName}, {"power_w", 300}, {"mig_mode", 1}, {"gpm", true},
+                                                       {"mig_devices", {instance(1, 60, {gpu_process(a, 0)}),
+                                                                        instance(2, 20, {gpu_process(b, 0), gpu_process(c, 0)})}}}}}});
+    const fake_nvml::ScenarioEnv env(scenario);
+    const GpuNode pipeline(dir.path(), {"--kube", "off"}, {"--metric-names", "kepler-0.10", "--gpu-idle-watts", "0=60"});
+    const std::string process_a = fmt::format(R"(kepler_process_gpu_watts{{pid="{}"}})", a);
+    ASSERT_TRUE(pipeline.wait_for_data(process_a)) << pipeline.logs();
+    std::this_thread::sleep_for(std::chrono::seconds(11));
+    const double watts_a = pipeline.avg(process_a);
+    const double watts_b = pipeline.avg(fmt::format(R"(kepler_process_gpu_watts{{pid="{}"}})", b));
+    const double watts_c = pipeline.avg(fmt::format(R"(kepler_process_gpu_watts{{pid="{}"}})", c));
+    const double container2 = pipeline.avg(fmt::format(R"(kepler_container_gpu_watts{{container_id="{}"}})", pod.container_id(1)));
+    const double pod_watts = pipeline.avg(fmt::format(R"(kepler_pod_gpu_watts{{pod_id="{}"}})", pod.pod_uid()));
+    std::cout << fmt::format("measured W: A {:.3f} B {:.3f} C {:.3f} | container2 {:.3f} pod {:.3f}\n", watts_a, watts_b, watts_c,
+                             container2, pod_watts);
+    EXPECT_NEAR(watts_a, 180.0, 1.8) << "GI 1: 60 of 80 activity points of 240 W";
+    EXPECT_NEAR(watts_b, 30.0, 0.3) << "GI 2's 60 W, halved";
+    EXPECT_NEAR(watts_c, 30.0, 0.3);
+    EXPECT_NEAR(container2, 60.0, 0.6);
+    EXPECT_NEAR(pod_watts, 240.0, 2.4) << "all active power, none lost";
 }
 
 }  // namespace
