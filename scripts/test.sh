@@ -84,7 +84,7 @@ fuzz() {
   cmake --build build-fuzz -j"$jobs" --target fuzz_header fuzz_frame fuzz_segment fuzz_recording fuzz_cgroup_identity fuzz_conmon_cmdline \
         fuzz_pickle_scaler fuzz_kepler_zip fuzz_kepler_weights fuzz_model_metadata fuzz_node_type_index fuzz_estimates_answer \
         fuzz_kube_pod_list fuzz_feed_selection \
-        fuzz_vm_cmdline fuzz_drm_fdinfo
+        fuzz_vm_cmdline fuzz_drm_fdinfo fuzz_dcgm_metrics
   # Each target is one single-threaded process for a fixed time: they run side by side, one per core.
   (cd build-fuzz && ctest --output-on-failure -j"$jobs" -R '^fuzz\.')
 }

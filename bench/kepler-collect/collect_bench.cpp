@@ -102,7 +102,9 @@ void BM_NvmlInterval(benchmark::State& state) {
     }
     setenv("FAKE_NVML_SCENARIO", scenario.c_str(), 1);
     std::string why;
-    std::unique_ptr<GpuSource> gpus = make_nvml_source(NvmlSettings{FAKE_NVML_LIBRARY}, why);
+    NvmlSettings nvml;
+    nvml.library = FAKE_NVML_LIBRARY;
+    std::unique_ptr<GpuSource> gpus = make_nvml_source(nvml, why);
     if (!gpus) {
         state.SkipWithError(why.c_str());
         return;

@@ -167,7 +167,10 @@ EnergyMeter discover_meter(const CollectorOptions& o, const std::string& node) {
     }
     if (o.gpu != "off") {
         std::string why;
-        if (std::unique_ptr<GpuSource> gpus = make_nvml_source(NvmlSettings{o.nvml_library}, why)) {
+        NvmlSettings nvml;
+        nvml.library = o.nvml_library;
+        nvml.dcgm_endpoint = o.dcgm_endpoint;
+        if (std::unique_ptr<GpuSource> gpus = make_nvml_source(nvml, why)) {
             meter.add_gpu_source(std::move(gpus));
         } else {
             log_info("energy: no NVIDIA GPUs through NVML: {}", why);

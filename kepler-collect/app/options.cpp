@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "energy/gpu/dcgm_exporter.hpp"
 #include "kepler_collect/collector.hpp"
 #include "support/cli/units.hpp"
 #include "support/version/build_info.hpp"
@@ -87,6 +88,17 @@ void add_gpu_options(CLI::App& app, CollectorOptions& o) {
                    "its library loads; AMD and Intel through the kernel's DRM cards, hwmon and fdinfo) or off")->check(CLI::IsMember({"auto", "off"}))->capture_default_str();
     app.add_option("--nvml-library", o.nvml_library, "NVML to load: a path, or a name the dynamic loader searches")
         ->capture_default_str();
+    app.add_option("--dcgm-endpoint", o.dcgm_endpoint,
+                   "dcgm-exporter's metrics URL (http or https), read for MIG instances' activity on GPUs without GPM "
+                   "(DCGM_FI_PROF_GR_ENGINE_ACTIVE; \"/metrics\" when no path is given)")
+        ->check([](const std::string& endpoint) {
+            try {
+                (void)dcgm_metrics_url(endpoint);
+                return std::string();
+            } catch (const std::exception& e) {
+                return std::string(e.what());
+            }
+        });
     app.add_option("--gpu-usage-capacity", o.gpu_usage_capacity, "(process, GPU) records a frame holds")
         ->check(CLI::Range(1u, 1u << 20))->capture_default_str();
 }

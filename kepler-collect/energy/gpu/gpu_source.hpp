@@ -38,6 +38,9 @@ public:
 
 struct NvmlSettings {
     std::string library = "libnvidia-ml.so.1";  // a path, or a name the dynamic loader searches
+    // dcgm-exporter's metrics, read for MIG instances' activity where the GPU has no GPM; "" none.
+    std::string dcgm_endpoint;
+    std::chrono::milliseconds dcgm_refresh{2000};
 };
 
 struct DrmSettings {

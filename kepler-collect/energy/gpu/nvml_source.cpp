@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "common/text_io.hpp"
+#include "energy/gpu/dcgm_exporter.hpp"
 #include "energy/gpu/gpu_source.hpp"
 #include "energy/gpu/nvml_library.hpp"
 #include "keplershm/keplershm.hpp"
@@ -32,15 +33,18 @@ constexpr unsigned kMaxListed = 65536;  // processes or samples one call may ret
 
 void set_flag(uint32_t& flags, uint32_t flag, bool on) { flags = on ? (flags | flag) : (flags & ~flag); }
 
-/// One MIG GPU instance's activity through GPM: two sample buffers (the previous reading and the next),
-/// and the device records of its compute instances.
-struct GpmInstance {
+/// Where a MIG GPU's instances' activity comes from.
+enum class MigActivitySource { none, gpm, dcgm_exporter };
+
+/// One MIG GPU instance: the device records of its compute instances, and for GPM two sample buffers (the
+/// previous reading and the next).
+struct MigInstance {
     unsigned gpu_instance_id = 0;
     std::vector<uint32_t> records;
     nvml::GpmSample previous = nullptr;
     nvml::GpmSample current = nullptr;
     bool have_previous = false;
-    uint64_t previous_ns = 0;  // CLOCK_MONOTONIC when `previous` was taken
+    uint64_t previous_ns = 0;  // CLOCK_MONOTONIC of the previous reading
 };
 
 struct Gpu {
@@ -55,12 +59,13 @@ struct Gpu {
     uint64_t last_seen_us = 0;  // newest utilization sample taken
     nvml::Return last_error = nvml::kSuccess;
     std::vector<std::pair<nvml::Device, uint32_t>> migs;  // MIG handle, its record
-    std::vector<GpmInstance> gpm;  // its GPU instances' activity, where GPM is supported
+    MigActivitySource activity = MigActivitySource::none;
+    std::vector<MigInstance> instances;  // its GPU instances, where their activity is read
 };
 
 class NvmlSource final : public GpuSource {
 public:
-    explicit NvmlSource(std::unique_ptr<nvml::Library> lib) : lib_(std::move(lib)) {}
+    NvmlSource(std::unique_ptr<nvml::Library> lib, NvmlSettings settings) : lib_(std::move(lib)), settings_(std::move(settings)) {}
     ~NvmlSource() override {
         for (Gpu& gpu : gpus_) free_gpm(gpu);
     }
@@ -88,7 +93,7 @@ public:
                 for (const auto& [handle, record] : gpu.migs) {
                     set_flag(devices_[record].flags, KEPLERSHM_GPU_USAGE_VALID | KEPLERSHM_GPU_ACTIVE_VALID, false);
                 }
-                for (GpmInstance& g : gpu.gpm) g.have_previous = false;
+                for (MigInstance& g : gpu.instances) g.have_previous = false;
                 continue;
             }
             if (gpu.migs.empty()) {
@@ -105,9 +110,12 @@ public:
 private:
     void add_gpu(unsigned index, nvml::Device handle, std::vector<std::string>& notes);
     void add_migs(Gpu& gpu);
-    void add_gpm(Gpu& gpu, unsigned index, std::vector<std::string>& notes);
+    void add_mig_activity(Gpu& gpu, unsigned index, std::vector<std::string>& notes);
+    bool add_gpm(Gpu& gpu, unsigned index, std::vector<std::string>& notes);
     void free_gpm(Gpu& gpu);
     void read_mig_activity(Gpu& gpu);
+    void read_gpm(Gpu& gpu);
+    void read_dcgm_exporter(Gpu& gpu);
     void read_energy(Gpu& gpu, keplershm_zone_sample& sample);
     bool failed(Gpu& gpu, nvml::Return rc, const char* call);
     void read_gpu_usage(Gpu& gpu, std::vector<GpuProcessUse>& out);
@@ -117,6 +125,8 @@ private:
     std::map<uint32_t, uint64_t> sm_busy_ns(Gpu& gpu, bool& measured);
 
     std::unique_ptr<nvml::Library> lib_;
+    NvmlSettings settings_;
+    std::unique_ptr<DcgmActivityReader> dcgm_;  // where a MIG GPU without GPM reads dcgm-exporter
     std::vector<keplershm_zone_info> zones_;
     std::vector<keplershm_gpu_device> devices_;
     std::vector<Gpu> gpus_;
@@ -187,7 +197,7 @@ void NvmlSource::add_gpu(unsigned index, nvml::Device handle, std::vector<std::s
     devices_.push_back(d);
     if (d.flags & KEPLERSHM_GPU_MIG_ENABLED) {
         add_migs(gpu);
-        add_gpm(gpu, index, notes);
+        add_mig_activity(gpu, index, notes);
     }
     gpus_.push_back(std::move(gpu));
 }
@@ -220,53 +230,78 @@ void NvmlSource::add_migs(Gpu& gpu) {
     }
 }
 
-/// GPM sample buffers for each GPU instance of a MIG-enabled GPU, where the driver and the GPU support GPM.
-void NvmlSource::add_gpm(Gpu& gpu, unsigned index, std::vector<std::string>& notes) {
+/// Each GPU instance of a MIG-enabled GPU, with where its activity comes from: GPM where the driver and
+/// the GPU support it, else dcgm-exporter where an endpoint is given, else nowhere (said once).
+void NvmlSource::add_mig_activity(Gpu& gpu, unsigned index, std::vector<std::string>& notes) {
     if (gpu.migs.empty()) return;
-    const char* equal = "its MIG instances' processes share its active power equally";
-    if (!lib_->has_gpm()) {
-        notes.push_back(fmt::format("GPU {}: the driver has no GPM calls: {}", index, equal));
-        return;
-    }
-    nvml::GpmSupport support{nvml::kGpmSupportVersion, 0};
-    if (const nvml::Return rc = lib_->gpm_query_support(gpu.handle, &support); rc != nvml::kSuccess || support.isSupportedDevice == 0) {
-        notes.push_back(fmt::format("GPU {}: no GPM ({}): {}", index,
-                                    rc != nvml::kSuccess ? lib_->describe(rc) : "Hopper and later GPUs have it", equal));
-        return;
-    }
     for (const auto& [handle, record] : gpu.migs) {
         const unsigned id = devices_[record].gpu_instance_id;
         if (id == kNone) continue;
-        auto it = std::find_if(gpu.gpm.begin(), gpu.gpm.end(), [&](const GpmInstance& g) { return g.gpu_instance_id == id; });
-        if (it == gpu.gpm.end()) {
-            GpmInstance g;
-            g.gpu_instance_id = id;
-            if (lib_->gpm_sample_alloc(&g.previous) != nvml::kSuccess || lib_->gpm_sample_alloc(&g.current) != nvml::kSuccess) {
-                if (g.previous != nullptr) lib_->gpm_sample_free(g.previous);
-                notes.push_back(fmt::format("GPU {}: GPM sample buffers could not be allocated: {}", index, equal));
-                free_gpm(gpu);
-                return;
-            }
-            it = gpu.gpm.insert(gpu.gpm.end(), g);
-        }
+        auto it = std::find_if(gpu.instances.begin(), gpu.instances.end(), [&](const MigInstance& g) { return g.gpu_instance_id == id; });
+        if (it == gpu.instances.end()) it = gpu.instances.insert(gpu.instances.end(), MigInstance{id, {}, nullptr, nullptr, false, 0});
         it->records.push_back(record);
     }
+    if (add_gpm(gpu, index, notes)) return;
+    if (settings_.dcgm_endpoint.empty()) {
+        notes.push_back(fmt::format("GPU {}: its MIG instances' processes share its active power equally (no --dcgm-endpoint)", index));
+        gpu.instances.clear();
+        return;
+    }
+    if (!dcgm_) dcgm_ = std::make_unique<DcgmActivityReader>(DcgmSettings{settings_.dcgm_endpoint, settings_.dcgm_refresh});
+    notes.push_back(fmt::format("GPU {}: its MIG instances' activity from dcgm-exporter at {}", index, dcgm_->url()));
+    gpu.activity = MigActivitySource::dcgm_exporter;
+}
+
+/// GPM sample buffers for each GPU instance, where the driver and the GPU support GPM; false (with a note)
+/// where they do not.
+bool NvmlSource::add_gpm(Gpu& gpu, unsigned index, std::vector<std::string>& notes) {
+    if (!lib_->has_gpm()) {
+        notes.push_back(fmt::format("GPU {}: the driver has no GPM calls", index));
+        return false;
+    }
+    nvml::GpmSupport support{nvml::kGpmSupportVersion, 0};
+    if (const nvml::Return rc = lib_->gpm_query_support(gpu.handle, &support); rc != nvml::kSuccess || support.isSupportedDevice == 0) {
+        notes.push_back(fmt::format("GPU {}: no GPM ({})", index, rc != nvml::kSuccess ? lib_->describe(rc) : "Hopper and later GPUs have it"));
+        return false;
+    }
+    for (MigInstance& g : gpu.instances) {
+        if (lib_->gpm_sample_alloc(&g.previous) != nvml::kSuccess || lib_->gpm_sample_alloc(&g.current) != nvml::kSuccess) {
+            notes.push_back(fmt::format("GPU {}: GPM sample buffers could not be allocated", index));
+            free_gpm(gpu);
+            return false;
+        }
+    }
     if (!gpm_request_) gpm_request_ = std::make_unique<nvml::GpmMetricsGet>();
+    gpu.activity = MigActivitySource::gpm;
+    return true;
 }
 
 void NvmlSource::free_gpm(Gpu& gpu) {
-    for (GpmInstance& g : gpu.gpm) {
+    for (MigInstance& g : gpu.instances) {
         if (g.previous != nullptr) lib_->gpm_sample_free(g.previous);
         if (g.current != nullptr) lib_->gpm_sample_free(g.current);
+        g.previous = g.current = nullptr;
     }
-    gpu.gpm.clear();
+}
+
+/// Sets a GPU instance's records' active time for the interval (ACTIVE_VALID when measured).
+void set_active(std::vector<keplershm_gpu_device>& devices, const MigInstance& g, bool measured, uint64_t active_ns) {
+    for (const uint32_t record : g.records) {
+        set_flag(devices[record].flags, KEPLERSHM_GPU_ACTIVE_VALID, measured);
+        devices[record].active_ns = measured ? active_ns : 0;
+    }
+}
+
+void NvmlSource::read_mig_activity(Gpu& gpu) {
+    if (gpu.activity == MigActivitySource::gpm) read_gpm(gpu);
+    if (gpu.activity == MigActivitySource::dcgm_exporter) read_dcgm_exporter(gpu);
 }
 
 /// Each GPU instance's active time since its previous sample: GPM's graphics activity (the share of the
 /// time any of its processes was active) times that span. A failed sample leaves the instance's interval
 /// unmeasured and makes the next sample a new start.
-void NvmlSource::read_mig_activity(Gpu& gpu) {
-    for (GpmInstance& g : gpu.gpm) {
+void NvmlSource::read_gpm(Gpu& gpu) {
+    for (MigInstance& g : gpu.instances) {
         const nvml::Return rc = lib_->gpm_mig_sample(gpu.handle, g.gpu_instance_id, g.current);
         const uint64_t now = monotonic_now_ns();
         bool measured = false;
@@ -286,15 +321,27 @@ void NvmlSource::read_mig_activity(Gpu& gpu) {
                 measured = true;
             }
         }
-        for (const uint32_t record : g.records) {
-            set_flag(devices_[record].flags, KEPLERSHM_GPU_ACTIVE_VALID, measured);
-            devices_[record].active_ns = active_ns;
-        }
+        set_active(devices_, g, measured, active_ns);
         g.have_previous = rc == nvml::kSuccess;
         if (rc == nvml::kSuccess) {
             std::swap(g.previous, g.current);
             g.previous_ns = now;
         }
+    }
+}
+
+/// Each GPU instance's active time since the previous read: dcgm-exporter's latest activity ratio (an
+/// average over its own sampling period) times the span. Unmeasured while the exporter has not answered
+/// recently or does not list the instance.
+void NvmlSource::read_dcgm_exporter(Gpu& gpu) {
+    const uint64_t now = monotonic_now_ns();
+    const uint32_t index = devices_[gpu.record].device_index;
+    for (MigInstance& g : gpu.instances) {
+        const std::optional<double> ratio = dcgm_->activity(index, g.gpu_instance_id, now, dcgm_->max_age_ns());
+        const bool measured = ratio.has_value() && g.have_previous && now > g.previous_ns;
+        set_active(devices_, g, measured, measured ? static_cast<uint64_t>(*ratio * static_cast<double>(now - g.previous_ns)) : 0);
+        g.have_previous = true;
+        g.previous_ns = now;
     }
 }
 
@@ -487,7 +534,7 @@ std::unique_ptr<GpuSource> make_nvml_source(const NvmlSettings& settings, std::s
     }
     const std::vector<std::string> missing = lib->missing();
     const std::string driver = lib->driver_version();
-    auto source = std::make_unique<NvmlSource>(std::move(lib));
+    auto source = std::make_unique<NvmlSource>(std::move(lib), settings);
     std::vector<std::string> notes;
     source->discover(notes);
     for (const std::string& note : notes) log_info("nvml: {}", note);

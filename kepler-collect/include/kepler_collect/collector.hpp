@@ -62,6 +62,7 @@ struct CollectorOptions {
     // GPUs: NVIDIA through NVML, loaded at run time (a node without it simply has no NVIDIA zones).
     std::string gpu = "auto";                       // auto | off
     std::string nvml_library = "libnvidia-ml.so.1";  // a path, or a name the dynamic loader searches
+    std::string dcgm_endpoint;                      // dcgm-exporter, for MIG activity without GPM; "" none
     uint32_t gpu_usage_capacity = 4096;             // GPU_USAGE records per frame ((process, device) pairs)
 
     std::string log_level = "info";

@@ -21,6 +21,7 @@
 #include "common/text_io.hpp"
 #include "energy/energy.hpp"
 #include "energy/gpu/gpu_source.hpp"
+#include "fakes/http_server.hpp"
 #include "keplershm/keplershm.hpp"
 #include "test_support.hpp"
 
@@ -51,9 +52,15 @@ private:
 
 json gpus(std::vector<json> devices) { return {{"devices", devices}}; }
 
+NvmlSettings nvml_at(const std::string& library) {
+    NvmlSettings settings;
+    settings.library = library;
+    return settings;
+}
+
 std::unique_ptr<GpuSource> load(const char* library = FAKE_NVML_LIBRARY) {
     std::string why;
-    std::unique_ptr<GpuSource> source = make_nvml_source(NvmlSettings{library}, why);
+    std::unique_ptr<GpuSource> source = make_nvml_source(nvml_at(library), why);
     EXPECT_NE(source, nullptr) << why;
     return source;
 }
@@ -83,14 +90,14 @@ std::map<uint32_t, GpuProcessUse> by_pid(const std::vector<GpuProcessUse>& uses)
 TEST(NvmlSource, NoLibraryAtThePathIsNoSourceAndSaysWhichPath) {
     const std::string path = "/nonexistent/kepler-test/libnvidia-ml.so.1";
     std::string why;
-    EXPECT_EQ(make_nvml_source(NvmlSettings{path}, why), nullptr);
+    EXPECT_EQ(make_nvml_source(nvml_at(path), why), nullptr);
     EXPECT_NE(why.find(path), std::string::npos) << why;
 }
 
 TEST(NvmlSource, DriverNotLoadedIsNoSourceAndSaysSo) {
     unsetenv("FAKE_NVML_SCENARIO");  // the fake's nvmlInit answers NVML_ERROR_DRIVER_NOT_LOADED
     std::string why;
-    EXPECT_EQ(make_nvml_source(NvmlSettings{FAKE_NVML_LIBRARY}, why), nullptr);
+    EXPECT_EQ(make_nvml_source(nvml_at(FAKE_NVML_LIBRARY), why), nullptr);
     EXPECT_NE(why.find("Driver Not Loaded"), std::string::npos) << why;
     EXPECT_NE(why.find("nvmlInit"), std::string::npos) << why;
 }
@@ -98,7 +105,7 @@ TEST(NvmlSource, DriverNotLoadedIsNoSourceAndSaysSo) {
 TEST(NvmlSource, NoGpuIsNoSource) {
     Scenario scenario(gpus({}));
     std::string why;
-    EXPECT_EQ(make_nvml_source(NvmlSettings{FAKE_NVML_LIBRARY}, why), nullptr);
+    EXPECT_EQ(make_nvml_source(nvml_at(FAKE_NVML_LIBRARY), why), nullptr);
     EXPECT_NE(why.find("no GPU"), std::string::npos) << why;
 }
 
@@ -478,6 +485,41 @@ TEST(NvmlSource, WithoutGpmOrOnAnOldDriverMigInstancesHaveNoActivity) {
         }
         for (const keplershm_gpu_device& d : source->devices()) EXPECT_FALSE(d.flags & KEPLERSHM_GPU_ACTIVE_VALID);
     }
+}
+
+TEST(NvmlSource, WithoutGpmMigInstancesActivityComesFromDcgmExporter) {
+    Scenario scenario(mig_gpu_with_gpm(false, 0, 0));  // no GPM: the figures come from the exporter only
+    const std::string body = testing::fixture("dcgm_exporter_mig.txt");  // GPU 0: GI 1 at 0.6, GI 2 at 0.2
+    kepler::testing::FakeHttpServer exporter(
+        [&](const kepler::testing::FakeHttpServer::Request&) { return kepler::testing::FakeHttpServer::Response{200, body, {}}; });
+    NvmlSettings settings = nvml_at(FAKE_NVML_LIBRARY);
+    settings.dcgm_endpoint = exporter.url();
+    settings.dcgm_refresh = std::chrono::milliseconds(20);
+    std::string why;
+    const std::unique_ptr<GpuSource> source = make_nvml_source(settings, why);
+    ASSERT_NE(source, nullptr) << why;
+    const auto& devices = source->devices();
+    ASSERT_EQ(devices.size(), 4u);
+    std::vector<GpuProcessUse> uses;
+    // Reads until the exporter's first answer is in and one interval after it was measured.
+    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    Clock::time_point last;
+    while (!(devices[1].flags & KEPLERSHM_GPU_ACTIVE_VALID) && Clock::now() < deadline) {
+        last = Clock::now();
+        source->read_usage(uses, monotonic_now_ns());
+        testing::sleep_ms(50);
+    }
+    testing::sleep_ms(200);
+    const auto before = Clock::now();
+    source->read_usage(uses, monotonic_now_ns());
+    const double span_ns = std::chrono::duration<double, std::nano>(before - last).count();
+    for (uint32_t m = 1; m <= 3; ++m) ASSERT_TRUE(devices[m].flags & KEPLERSHM_GPU_ACTIVE_VALID) << m;
+    ASSERT_GT(devices[2].active_ns, 0u);
+    EXPECT_NEAR(static_cast<double>(devices[1].active_ns) / static_cast<double>(devices[2].active_ns), 3.0, 0.05);
+    EXPECT_EQ(devices[2].active_ns, devices[3].active_ns) << "two compute instances of one GPU instance";
+    // The span runs from the previous read_usage to this one, which the test's clock brackets from outside.
+    EXPECT_LT(static_cast<double>(devices[1].active_ns), 0.6 * span_ns * 1.05);
+    EXPECT_GT(static_cast<double>(devices[1].active_ns), 0.6 * 200e6);
 }
 
 /// A fake RAPL package zone under a sysfs root, so that GPU zones come after another source's.
