@@ -2,7 +2,8 @@
 // (tests/fakes/nvml, --nvml-library) steered by a scenario file (FAKE_NVML_SCENARIO, inherited by the
 // collector), and a libkeplershm Reader checks what it publishes: GPU zones in the header, the devices in
 // every frame, the GPU energy, and the test's own child named as a GPU user and resolved to its process
-// record. --gpu off publishes none of it. Runs serially: the child burns CPU so that the procfs source
+// record; beside an AMD card read through the kernel, the three GPUs keep distinct zones. --gpu off
+// publishes none of it. Runs serially: the child burns CPU so that the procfs source
 // publishes it every interval, and the energy check compares with wall time.
 #include <fcntl.h>
 #include <signal.h>
@@ -153,6 +154,62 @@ TEST(GpuEndToEnd, NvmlGpusAreZonesDevicesAndOurChildIsAResolvedUser) {
     }
     EXPECT_GE(resolved_busy_frames, 3) << "our child as a resolved GPU user with busy time; the log:\n" << collector.log();
     EXPECT_GE(energy_checks, 3) << collector.log();
+    EXPECT_EQ(collector.stop(), 0) << collector.log();
+}
+
+// A node with GPUs of two vendors: the fake NVML's two NVIDIA GPUs and an AMD card in a fake sysfs (amdgpu,
+// 60 W on its hwmon meter). One collector publishes all three: NVIDIA's as gpu-0 and gpu-1, the AMD card
+// (DRM's card0, also "gpu-0" to its own source) as gpu-2, each device record naming its own zone and vendor.
+TEST(GpuEndToEnd, NvidiaAndAmdGpusTogetherAreThreeZonesWithDistinctNames) {
+    TempDir sysfs;
+    sysfs.write("class/drm/card0/device/uevent", "DRIVER=amdgpu\nPCI_CLASS=30000\nPCI_ID=1002:744C\nPCI_SLOT_NAME=0000:c3:00.0\n");
+    sysfs.write("class/drm/card0/device/product_name", "AMD Instinct MI210\n");
+    sysfs.write("class/drm/card0/device/hwmon/hwmon3/name", "amdgpu\n");
+    sysfs.write("class/drm/card0/device/hwmon/hwmon3/power1_average", "60000000\n");
+    BusyChild child(testing::test_cpu(), 0.3);
+    Scenario scenario(scenario_for(child.pid()));
+    const std::string name = testing::unique_segment_name("kc-gpu-mixed");
+    Collector collector(collector_args(name, sysfs, "auto"));
+    keplershm::Reader reader = open_when_ready(name, collector);
+
+    const keplershm_segment_info info = reader.info();
+    ASSERT_EQ(info.zone_count, 3u) << collector.log();
+    const std::vector<std::pair<std::string, uint32_t>> expected = {
+        {"gpu-0", KEPLERSHM_POWER_NVML}, {"gpu-1", KEPLERSHM_POWER_NVML}, {"gpu-2", KEPLERSHM_POWER_HWMON}};
+    for (uint32_t i = 0; i < 3; ++i) {
+        EXPECT_EQ(keplershm::get_text(info.header->zones[i].name), expected[i].first);
+        EXPECT_EQ(info.header->zones[i].kind, static_cast<uint32_t>(KEPLERSHM_ZONE_GPU));
+        EXPECT_EQ(info.header->zones[i].power_source, expected[i].second) << i;
+    }
+    EXPECT_NE(collector.log().find("is named gpu-2 in the segment"), std::string::npos) << collector.log();
+
+    int amd_checks = 0;
+    keplershm_zone_sample previous_amd{};
+    uint64_t previous_sequence = 0;
+    for (int i = 0; i < 20 && amd_checks < 3; ++i) {
+        keplershm::FrameView f;
+        ASSERT_EQ(reader.next(5s, f), keplershm::Status::ok) << collector.log();
+        ASSERT_EQ(f.gpu_devices().size(), 3u);
+        EXPECT_EQ(f.gpu_devices()[0].vendor, static_cast<uint32_t>(KEPLERSHM_GPU_NVIDIA));
+        EXPECT_EQ(f.gpu_devices()[1].vendor, static_cast<uint32_t>(KEPLERSHM_GPU_NVIDIA));
+        const keplershm_gpu_device& amd = f.gpu_devices()[2];
+        EXPECT_EQ(amd.vendor, static_cast<uint32_t>(KEPLERSHM_GPU_AMD));
+        EXPECT_EQ(amd.device_index, 0u) << "its DRM card number";
+        EXPECT_EQ(amd.zone_index, 2u) << "the AMD card's own zone, not NVIDIA GPU 0's";
+        EXPECT_EQ(keplershm::get_text(amd.pci_bus_id), "0000:c3:00.0");
+        for (uint32_t d = 0; d < 2; ++d) EXPECT_EQ(f.gpu_devices()[d].zone_index, d);
+        for (const keplershm_gpu_usage& u : f.gpu_usage()) EXPECT_EQ(u.device, 0u) << "only NVIDIA GPU 0 has a user";
+        // The card's 60 W, integrated between the collector's reads of power1_average.
+        const keplershm_zone_sample now = f.zones()[2];
+        if (previous_sequence != 0 && f.sequence() == previous_sequence + 1 && (now.flags & KEPLERSHM_ZONE_VALID)) {
+            const double seconds = static_cast<double>(now.read_time_ns - previous_amd.read_time_ns) / 1e9;
+            EXPECT_NEAR(static_cast<double>(now.energy_delta_uj) / 1e6 / seconds, 60.0, 0.6);
+            ++amd_checks;
+        }
+        previous_sequence = f.sequence();
+        previous_amd = now;
+    }
+    EXPECT_GE(amd_checks, 3) << collector.log();
     EXPECT_EQ(collector.stop(), 0) << collector.log();
 }
 
