@@ -63,9 +63,9 @@ struct WorkloadIdentity {
 /// (a cgroup namespace's view of cgroups outside it) start below an ancestor of the reader's cgroup.
 [[nodiscard]] WorkloadIdentity identify_cgroup_path(std::string_view path);
 
-/// A conditional identity (owner_decides) settled by the owner of that cgroup's directory: root's is the
-/// system's container, another uid's is that user's rootless container (rootless_uid), and an owner
-/// not known (the directory could not be read) names nothing. Other identities are returned as they are.
+/// A conditional identity (owner_decides) settled by who made that cgroup's directory (the resolver asks
+/// the owner of its parent): root's is the system's container, another uid's is that user's rootless
+/// container (rootless_uid), and an owner not known (a directory could not be read) names nothing. Other identities are returned as they are.
 [[nodiscard]] WorkloadIdentity decide_by_owner(WorkloadIdentity id, std::optional<uint32_t> owner_uid);
 
 /// The id a container is published and named by: its runtime's id for the system's runtimes,

@@ -199,10 +199,18 @@ std::optional<uint32_t> WorkloadResolver::cgroup_owner(const ChosenCgroup& chose
         }
     }
     if (mount.empty() || mounts_.subtree.count(mount) != 0) return std::nullopt;
-    // Not following a last symbolic link: cgroupfs has none, and another file's owner says nothing. A
-    // process gone, or a cgroup this mount does not show, leaves the owner unknown (names nothing).
+    // Whoever made the directory decides, and only the owner of its parent (or root) can make one there:
+    // the parent's owner. Not the directory's own: a runtime may hand a container's cgroup to the uid its
+    // user namespace maps to root (crun on cgroup v2, e.g. podman's --userns=auto), which would name a
+    // subordinate uid, not the container's owner. Not following a last symbolic link: cgroupfs has none,
+    // and another file's owner says nothing. A process gone, or a cgroup this mount does not show, leaves
+    // the owner unknown (names nothing).
     struct stat st {};
     if (::fstatat(AT_FDCWD, (mount + cgroup).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
+    const std::string parent = mount + cgroup.substr(0, cgroup.find_last_of('/'));
+    if (::fstatat(AT_FDCWD, parent.empty() ? "/" : parent.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) {
+        return std::nullopt;
+    }
     return static_cast<uint32_t>(st.st_uid);
 }
 

@@ -68,8 +68,9 @@ private:
     /// name was learned.
     void update_names();
     uint64_t cgroup_inode(const std::vector<CgroupLine>& lines, const ChosenCgroup& chosen) const;
-    /// The owner of the directory of `chosen.identity.owner_decides` in the hierarchy `chosen` was read
-    /// from; nothing when it cannot be read.
+    /// Who made the directory of `chosen.identity.owner_decides` in the hierarchy `chosen` was read from:
+    /// the owner of its parent directory (only they, or root, can make one there); nothing when either
+    /// cannot be read.
     std::optional<uint32_t> cgroup_owner(const ChosenCgroup& chosen) const;
     /// A comm that a VMM's process may have (the command line is read only for these).
     static bool may_run_a_vm(std::string_view comm);

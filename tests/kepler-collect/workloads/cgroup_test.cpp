@@ -430,6 +430,33 @@ TEST(WorkloadResolver, QuadletPayloadsAreTheSystemsOrTheirUsersByTheirOwner) {
     EXPECT_EQ(manager->identity.container_id, "uid1000-" + kId);
 }
 
+// crun on cgroup v2 hands a container's cgroup to the uid its user namespace maps to root: a subordinate
+// uid, not the container's owner. Who made the directory decides (its parent's owner), not whom it was
+// handed to.
+TEST(WorkloadResolver, AContainerCgroupHandedToItsUserNamespaceStaysItsMakersContainer) {
+    SKIP_UNLESS_ROOT();
+    FakeHost host;
+    // A rootful quadlet with UserNS=auto: podman picked 524288 from the containers user's range.
+    const std::string quadlet = "/system.slice/myapp.service/libpod-payload-" + kId;
+    host.cgroup("/system.slice/myapp.service", 0);
+    host.cgroup(quadlet, 524288);
+    const auto system = host.resolve("0::" + quadlet + "\n");
+    ASSERT_NE(system, nullptr);
+    EXPECT_EQ(system->identity.container_id, kId) << "root made it: the system's container";
+    EXPECT_FALSE(system->identity.rootless_uid.has_value());
+    // Docker with userns-remap and --cgroup-parent, the scope handed to the remapped root.
+    host.cgroup("/foo.slice/docker-" + kOtherId + ".scope", 231072);
+    EXPECT_EQ(host.resolve("0::/foo.slice/docker-" + kOtherId + ".scope\n")->identity.container_id, kOtherId);
+    // Rootless podman --userns=auto in user 1000's delegated service: the payload handed to one of 1000's
+    // subordinate uids is still 1000's container.
+    const std::string rootless = "/system.slice/userapp.service/libpod-payload-" + kOtherId;
+    host.cgroup("/system.slice/userapp.service", 1000);
+    host.cgroup(rootless, 100000);
+    const auto user = host.resolve("0::" + rootless + "\n");
+    EXPECT_EQ(user->identity.container_id, "uid1000-" + kOtherId);
+    EXPECT_EQ(user->identity.rootless_uid, std::optional<uint32_t>(1000));
+}
+
 TEST(WorkloadResolver, AUsersDockerScopeInADelegatedServiceIsItsRootlessContainerNeverTheSystems) {
     SKIP_UNLESS_ROOT();
     FakeHost host;
