@@ -153,6 +153,13 @@ std::optional<BmcConfig> bmc_config(const CollectorOptions& o, const std::string
     return config;
 }
 
+NvmlSettings nvml_settings(const CollectorOptions& o) {
+    NvmlSettings nvml;
+    nvml.library = o.nvml_library;
+    nvml.dcgm_endpoint = o.dcgm_endpoint;
+    return nvml;
+}
+
 EnergyMeter discover_meter(const CollectorOptions& o, const std::string& node) {
     EnergyMeter meter = EnergyMeter::discover(o.sysfs_root);
     if (const std::optional<BmcConfig> bmc = bmc_config(o, node)) {
@@ -167,10 +174,7 @@ EnergyMeter discover_meter(const CollectorOptions& o, const std::string& node) {
     }
     if (o.gpu != "off") {
         std::string why;
-        NvmlSettings nvml;
-        nvml.library = o.nvml_library;
-        nvml.dcgm_endpoint = o.dcgm_endpoint;
-        if (std::unique_ptr<GpuSource> gpus = make_nvml_source(nvml, why)) {
+        if (std::unique_ptr<GpuSource> gpus = make_nvml_source(nvml_settings(o), why)) {
             meter.add_gpu_source(std::move(gpus));
         } else {
             log_info("energy: no NVIDIA GPUs through NVML: {}", why);
@@ -251,7 +255,9 @@ struct IntervalEdge {
 class Collection {
 public:
     Collection(const CollectorOptions& o, const std::string& node)
-        : source_(make_process_source(source_settings(o))),
+        : options_(o),
+          node_(node),
+          source_(make_process_source(source_settings(o))),
           edge_{monotonic_now_ns(), realtime_now_ns()},
           meter_(discover_meter(o, node)),
           metadata_(make_metadata(o, node)),
@@ -263,6 +269,22 @@ public:
     [[nodiscard]] const ProcessSource& source() const noexcept { return *source_; }
     [[nodiscard]] const EnergyMeter& meter() const noexcept { return meter_; }
     [[nodiscard]] uint64_t interval_start_ns() const noexcept { return edge_.monotonic_ns; }
+
+    /// Whether the node's GPUs differ from the meter's: a device a source does not publish (a GPU added,
+    /// a new MIG layout), or GPUs where there were none (a driver loaded after the collector started).
+    [[nodiscard]] bool gpus_changed() {
+        if (options_.gpu == "off") return false;
+        if (meter_.gpu_sources_have_new_devices()) return true;
+        if (!meter_.has_gpu_source("nvml") && nvml_finds_gpus(nvml_settings(options_))) return true;
+        return !meter_.has_gpu_source("drm") && drm_finds_cards(DrmSettings{options_.sysfs_root, options_.proc_root});
+    }
+    /// Discovers the meters again (for a new segment generation: the zones belong to its header).
+    void rediscover_meter() {
+        meter_ = EnergyMeter();
+        meter_ = discover_meter(options_, node_);
+        gpu_devices_.clear();
+        gpu_usage_.clear();
+    }
 
     /// Measures the interval that ends now and publishes it as one frame.
     void publish_frame(keplershm::Writer& writer, bool first) {
@@ -323,6 +345,8 @@ private:
         return workloads;
     }
 
+    const CollectorOptions& options_;
+    std::string node_;
     // Declaration order is initialisation order: the source counts from its creation on, so the first
     // interval starts right after it (before meters and metadata, which may take a while).
     std::unique_ptr<ProcessSource> source_;
@@ -338,28 +362,43 @@ private:
 int collect(const CollectorOptions& o, const sigset_t& signals) {
     const std::string node = node_name(o.node_name);
     Collection collection(o, node);
-    const keplershm::WriterOptions w = writer_options(o, collection.source(), collection.meter(), node);
-    std::optional<keplershm::Writer> created = create_writer(o.shm_name, w, signals);
-    if (!created) return 0;  // stopped by a signal while waiting for the name
-    keplershm::Writer& writer = *created;
+    std::optional<keplershm::Writer> writer = create_writer(o.shm_name, writer_options(o, collection.source(), collection.meter(), node), signals);
+    if (!writer) return 0;  // stopped by a signal while waiting for the name
     log_info("publishing to /dev/shm/{} every {} ms (node {}, {} CPUs, {} energy zones)", o.shm_name,
-             std::chrono::duration_cast<std::chrono::milliseconds>(o.interval).count(), node, w.cpu_count, w.zones.size());
+             std::chrono::duration_cast<std::chrono::milliseconds>(o.interval).count(), node, writer->header().cpu_count,
+             writer->header().zone_count);
 
     const uint64_t interval_ns = static_cast<uint64_t>(o.interval.count());
+    const uint64_t rescan_frames = o.gpu_rescan.count() > 0 ? std::max<uint64_t>(1, static_cast<uint64_t>(o.gpu_rescan / o.interval)) : 0;
     uint64_t deadline = collection.interval_start_ns() + interval_ns;
+    bool first = true;
     for (uint64_t frame = 0; o.frames == 0 || frame < o.frames; ++frame) {
-        if (!wait_until(deadline, writer, signals)) break;
-        collection.publish_frame(writer, frame == 0);
+        if (!wait_until(deadline, *writer, signals)) break;
+        collection.publish_frame(*writer, first);
+        first = false;
         const SelfUsage self = self_usage(o.proc_root);
-        writer.set_overhead(self.cpu_time_ns, self.rss_bytes);
-        writer.heartbeat();
+        writer->set_overhead(self.cpu_time_ns, self.rss_bytes);
+        writer->heartbeat();
+        if (rescan_frames != 0 && (frame + 1) % rescan_frames == 0 && collection.gpus_changed()) {
+            // The zones and GPU devices belong to the segment header: a new set is a new generation, which
+            // readers follow as they follow a restart (and counters continue in the estimator's totals).
+            log_info("energy: the node's GPUs changed (a GPU or MIG layout appeared, or a driver loaded): discovering "
+                     "the meters again for a new generation of '{}'", o.shm_name);
+            writer->close();
+            writer.reset();
+            collection.rediscover_meter();
+            writer = create_writer(o.shm_name, writer_options(o, collection.source(), collection.meter(), node), signals);
+            if (!writer) return 0;
+            log_info("publishing generation {:#x} with {} energy zones", writer->generation(), writer->header().zone_count);
+            first = true;
+        }
         deadline += interval_ns;
         if (const uint64_t now = monotonic_now_ns(); deadline < now) {
             log_debug("frame took longer than the interval; next one in a full interval");
             deadline = now + interval_ns;
         }
     }
-    writer.close();
+    writer->close();
     return 0;
 }
 

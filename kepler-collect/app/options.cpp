@@ -22,6 +22,7 @@ struct UnitOptions {
     double redfish_poll_s = 2;
     double redfish_timeout_s = 5;
     double redfish_max_age_s = 10;
+    double gpu_rescan_s = 10;
 };
 
 /// A duration option: "500ms", "2s", "5m" (a bare number is seconds), shown with its default as written.
@@ -83,7 +84,7 @@ void add_kube_options(CLI::App& app, CollectorOptions& o, UnitOptions& units) {
     add_duration(app, "--metadata-refresh", units.refresh_s, "Pod list refresh period", "30s")->check(CLI::Range(0.001, 86400.0));
 }
 
-void add_gpu_options(CLI::App& app, CollectorOptions& o) {
+void add_gpu_options(CLI::App& app, CollectorOptions& o, UnitOptions& units) {
     app.add_option("--gpu", o.gpu, "GPUs as energy zones, with their per-process use: auto (NVIDIA through NVML when "
                    "its library loads; AMD and Intel through the kernel's DRM cards, hwmon and fdinfo) or off")->check(CLI::IsMember({"auto", "off"}))->capture_default_str();
     app.add_option("--nvml-library", o.nvml_library, "NVML to load: a path, or a name the dynamic loader searches")
@@ -99,6 +100,11 @@ void add_gpu_options(CLI::App& app, CollectorOptions& o) {
                 return std::string(e.what());
             }
         });
+    add_duration(app, "--gpu-rescan", units.gpu_rescan_s,
+                 "How often the node's GPUs are checked for new ones (a GPU or MIG layout added, a driver loaded "
+                 "after the collector): a new set is published as a new segment generation (0: never)",
+                 "10s")
+        ->check(CLI::Range(0.0, 86400.0));
     app.add_option("--gpu-usage-capacity", o.gpu_usage_capacity, "(process, GPU) records a frame holds")
         ->check(CLI::Range(1u, 1u << 20))->capture_default_str();
 }
@@ -136,6 +142,7 @@ std::string convert_unit_options(const UnitOptions& units, CollectorOptions& o) 
     o.redfish_poll = from_seconds<std::chrono::milliseconds>(units.redfish_poll_s);
     o.redfish_timeout = from_seconds<std::chrono::milliseconds>(units.redfish_timeout_s);
     o.redfish_max_age = from_seconds<std::chrono::milliseconds>(units.redfish_max_age_s);
+    o.gpu_rescan = from_seconds<std::chrono::nanoseconds>(units.gpu_rescan_s);
     if (o.redfish_max_age <= o.redfish_poll) return "--redfish-max-age must be longer than --redfish-poll";
     try {
         size_t used = 0;
@@ -162,7 +169,7 @@ std::optional<CollectorOptions> parse_command_line(int argc, char** argv, int& e
     add_bpf_options(app, o);
     add_kube_options(app, o, units);
     add_redfish_options(app, o, units);
-    add_gpu_options(app, o);
+    add_gpu_options(app, o, units);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "energy/energy_source.hpp"
@@ -56,6 +57,10 @@ public:
     void add_gpu_source(std::unique_ptr<GpuSource> source);
     /// GPU device records each frame holds (the writer's gpu_device_capacity).
     [[nodiscard]] size_t gpu_device_count() const noexcept;
+    /// Whether a GPU source of this kind ("nvml", "drm": EnergySource::describe()) is in the meter.
+    [[nodiscard]] bool has_gpu_source(std::string_view kind) const;
+    /// Whether a GPU source found a device it does not publish (GpuSource::new_devices()).
+    [[nodiscard]] bool gpu_sources_have_new_devices();
 
     /// Header entries, in zone_index order (WriterOptions.zones).
     [[nodiscard]] std::vector<keplershm_zone_info> zone_infos() const;

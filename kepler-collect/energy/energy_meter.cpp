@@ -141,4 +141,12 @@ std::vector<keplershm_zone_sample> EnergyMeter::read(uint64_t frame_end_ns) {
     return samples;
 }
 
+bool EnergyMeter::has_gpu_source(std::string_view kind) const {
+    return std::any_of(gpus_.begin(), gpus_.end(), [&](const Gpus& g) { return g.source->describe() == kind; });
+}
+
+bool EnergyMeter::gpu_sources_have_new_devices() {
+    return std::any_of(gpus_.begin(), gpus_.end(), [](const Gpus& g) { return g.source->new_devices(); });
+}
+
 }  // namespace kepler::collect

@@ -104,6 +104,17 @@ public:
         if (meters_) meters_->read(samples, frame_end_ns);
     }
     void read_usage(std::vector<GpuProcessUse>& out, uint64_t frame_end_ns) override;
+    /// A card discovery would publish now that this source does not (by driver and PCI address).
+    bool new_devices() override {
+        DrmSource now(settings_);
+        std::vector<std::string> notes;
+        now.discover(notes);
+        return std::any_of(now.devices_.begin(), now.devices_.end(), [&](const keplershm_gpu_device& d) {
+            return std::none_of(devices_.begin(), devices_.end(), [&](const keplershm_gpu_device& known) {
+                return keplershm::get_text(known.uuid) == keplershm::get_text(d.uuid);
+            });
+        });
+    }
 
 private:
     void add_card(uint32_t number, const std::string& device_dir, std::vector<MeterZone>& meters, std::vector<std::string>& notes);
@@ -273,6 +284,13 @@ void DrmSource::read_usage(std::vector<GpuProcessUse>& out, uint64_t /*frame_end
 }
 
 }  // namespace
+
+bool drm_finds_cards(const DrmSettings& settings) {
+    DrmSource probe(settings);
+    std::vector<std::string> notes;
+    probe.discover(notes);
+    return !probe.empty();
+}
 
 std::unique_ptr<GpuSource> make_drm_source(const DrmSettings& settings, std::string& why) {
     auto source = std::make_unique<DrmSource>(settings);

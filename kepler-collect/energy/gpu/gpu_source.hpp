@@ -34,6 +34,10 @@ public:
     /// Who used each device since the previous call, for the interval that ends at `frame_end_ns`
     /// (CLOCK_MONOTONIC); refreshes the devices' per-interval state. Called once per frame, after read().
     virtual void read_usage(std::vector<GpuProcessUse>& out, uint64_t frame_end_ns) = 0;
+    /// Whether a device appeared that discovery did not see (a GPU added, a new MIG layout): the segment's
+    /// devices are fixed, so the collector discovers its meters again in a new generation. Devices that
+    /// went away are not asked about: they stay, LOST or without users.
+    [[nodiscard]] virtual bool new_devices() = 0;
 };
 
 struct NvmlSettings {
@@ -51,6 +55,11 @@ struct DrmSettings {
 /// AMD and Intel GPUs (and NVIDIA's open nouveau driver) through the kernel: DRM cards, their hwmon meters
 /// and the DRM client usage stats in /proc/<pid>/fdinfo. nullptr (with `why`) when there is no such card.
 [[nodiscard]] std::unique_ptr<GpuSource> make_drm_source(const DrmSettings& settings, std::string& why);
+
+/// Whether NVML now loads and finds a GPU, or the kernel a card of make_drm_source's (for a node whose GPUs
+/// were not there at start: a driver loaded later). Quiet: nothing is logged.
+[[nodiscard]] bool nvml_finds_gpus(const NvmlSettings& settings);
+[[nodiscard]] bool drm_finds_cards(const DrmSettings& settings);
 
 /// NVIDIA GPUs through NVML, or nullopt (with `why` set to one line for the log) when there is no usable
 /// library, driver or GPU. Never throws for a node without NVIDIA hardware.

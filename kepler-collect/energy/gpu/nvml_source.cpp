@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -84,6 +85,8 @@ public:
         for (size_t i = 0; i < gpus_.size() && i < samples.size(); ++i) read_energy(gpus_[i], samples[gpus_[i].zone]);
     }
 
+    bool new_devices() override;
+
     void read_usage(std::vector<GpuProcessUse>& out, uint64_t /*frame_end_ns*/) override {
         out.clear();
         for (Gpu& gpu : gpus_) {
@@ -118,6 +121,8 @@ private:
     void read_dcgm_exporter(Gpu& gpu);
     void read_energy(Gpu& gpu, keplershm_zone_sample& sample);
     bool failed(Gpu& gpu, nvml::Return rc, const char* call);
+    [[nodiscard]] std::optional<std::string> uuid_of(nvml::Device handle) const;
+    [[nodiscard]] std::set<std::string, std::less<>> device_identities() const;
     void read_gpu_usage(Gpu& gpu, std::vector<GpuProcessUse>& out);
     uint64_t read_processes(nvml::Device handle, uint32_t record, std::vector<GpuProcessUse>& out);
     enum class Listing { listed, none_of_this_kind, failed };
@@ -133,6 +138,7 @@ private:
     std::vector<nvml::ProcessInfo> processes_;             // scratch of list_processes
     std::vector<nvml::ProcessUtilizationSample> samples_;  // scratch of sm_busy_ns
     std::unique_ptr<nvml::GpmMetricsGet> gpm_request_;     // scratch of read_mig_activity (13 kB)
+    std::set<std::string, std::less<>> seen_;              // device_identities() at discovery
 };
 
 void NvmlSource::discover(std::vector<std::string>& notes) {
@@ -149,6 +155,48 @@ void NvmlSource::discover(std::vector<std::string>& notes) {
         }
         add_gpu(i, handle, notes);
     }
+    seen_ = device_identities();
+}
+
+std::optional<std::string> NvmlSource::uuid_of(nvml::Device handle) const {
+    char text[nvml::kUuidBufferSize] = {};
+    if (lib_->uuid == nullptr || lib_->uuid(handle, text, sizeof text) != nvml::kSuccess) return std::nullopt;
+    return std::string(text, strnlen(text, sizeof text));
+}
+
+
+/// What names the node's devices now: each GPU's UUID, "mig:<uuid>" or "whole:<uuid>" for its mode, and
+/// its MIG instances' UUIDs. About a hundred cheap calls on an 8-GPU node.
+std::set<std::string, std::less<>> NvmlSource::device_identities() const {
+    std::set<std::string, std::less<>> out;
+    unsigned count = 0;
+    if (lib_->device_count(&count) != nvml::kSuccess) return out;
+    for (unsigned i = 0; i < count && i < KEPLERSHM_MAX_ZONES; ++i) {
+        nvml::Device handle = nullptr;
+        if (lib_->handle_by_index(i, &handle) != nvml::kSuccess) continue;
+        const std::optional<std::string> uuid = uuid_of(handle);
+        if (!uuid) continue;  // cannot tell: never a reason to start over
+        out.insert(*uuid);
+        unsigned current = 0, pending = 0, slots = 0;
+        const bool mig = lib_->mig_mode != nullptr && lib_->mig_mode(handle, &current, &pending) == nvml::kSuccess &&
+                         current == nvml::kMigEnabled;
+        out.insert((mig ? "mig:" : "whole:") + *uuid);  // a change of mode either way changes the devices
+        if (!mig) continue;
+        if (lib_->max_mig_devices == nullptr || lib_->mig_handle == nullptr || lib_->max_mig_devices(handle, &slots) != nvml::kSuccess) {
+            continue;
+        }
+        for (unsigned m = 0; m < std::min(slots, 64u); ++m) {
+            nvml::Device mig = nullptr;
+            if (lib_->mig_handle(handle, m, &mig) != nvml::kSuccess) continue;
+            if (const std::optional<std::string> id = uuid_of(mig)) out.insert(*id);
+        }
+    }
+    return out;
+}
+
+bool NvmlSource::new_devices() {
+    const std::set<std::string, std::less<>> now = device_identities();
+    return std::any_of(now.begin(), now.end(), [&](const std::string& id) { return !seen_.contains(id); });
 }
 
 void NvmlSource::add_gpu(unsigned index, nvml::Device handle, std::vector<std::string>& notes) {
@@ -523,6 +571,16 @@ void NvmlSource::read_gpu_usage(Gpu& gpu, std::vector<GpuProcessUse>& out) {
 }
 
 }  // namespace
+
+bool nvml_finds_gpus(const NvmlSettings& settings) {
+    try {
+        const std::unique_ptr<nvml::Library> lib = nvml::Library::load(settings.library);
+        unsigned count = 0;
+        return lib->device_count(&count) == nvml::kSuccess && count > 0;
+    } catch (const nvml::Unavailable&) {
+        return false;
+    }
+}
 
 std::unique_ptr<GpuSource> make_nvml_source(const NvmlSettings& settings, std::string& why) {
     std::unique_ptr<nvml::Library> lib;

@@ -63,6 +63,7 @@ struct CollectorOptions {
     std::string gpu = "auto";                       // auto | off
     std::string nvml_library = "libnvidia-ml.so.1";  // a path, or a name the dynamic loader searches
     std::string dcgm_endpoint;                      // dcgm-exporter, for MIG activity without GPM; "" none
+    std::chrono::nanoseconds gpu_rescan = std::chrono::seconds(10);  // GPU set checked this often; 0 never
     uint32_t gpu_usage_capacity = 4096;             // GPU_USAGE records per frame ((process, device) pairs)
 
     std::string log_level = "info";

@@ -59,6 +59,8 @@ public:
     Scenario(const Scenario&) = delete;
     Scenario& operator=(const Scenario&) = delete;
     ~Scenario() { unsetenv("FAKE_NVML_SCENARIO"); }
+    /// A new scenario for the running collector's fake to read.
+    void write(const json& scenario) const { dir_.write("scenario.json", scenario.dump()); }
 
 private:
     TempDir dir_;
@@ -210,6 +212,75 @@ TEST(GpuEndToEnd, NvidiaAndAmdGpusTogetherAreThreeZonesWithDistinctNames) {
         previous_amd = now;
     }
     EXPECT_GE(amd_checks, 3) << collector.log();
+    EXPECT_EQ(collector.stop(), 0) << collector.log();
+}
+
+/// Frames of `reader` until one carries `devices` GPU device records (following new generations), or 15 s.
+std::optional<keplershm::FrameView> frame_with_devices(keplershm::Reader& reader, size_t devices) {
+    const auto deadline = std::chrono::steady_clock::now() + 15s;
+    while (std::chrono::steady_clock::now() < deadline) {
+        keplershm::FrameView f;
+        if (reader.next(1s, f) == keplershm::Status::ok && f.gpu_devices().size() == devices) return f;
+    }
+    return std::nullopt;
+}
+
+// A GPU added while the collector runs (hot-plug, or a GPU the driver shows later): within --gpu-rescan the
+// collector discovers its meters again and publishes a new generation with the GPU's zone; a reader that
+// follows the name reads on.
+TEST(GpuEndToEnd, AGpuAddedWhileRunningIsPublishedInANewGeneration) {
+    TempDir empty_sysfs;
+    BusyChild child(testing::test_cpu(), 0.3);
+    json one = scenario_for(child.pid());
+    one["devices"].erase(1);
+    Scenario scenario(one);
+    const std::string name = testing::unique_segment_name("kc-gpu-hotplug");
+    std::vector<std::string> args = collector_args(name, empty_sysfs, "auto");
+    args.insert(args.end(), {"--gpu-rescan", "600ms"});
+    Collector collector(args);
+    keplershm::Reader reader = open_when_ready(name, collector);
+    const std::optional<keplershm::FrameView> before = frame_with_devices(reader, 1);
+    ASSERT_TRUE(before) << collector.log();
+    EXPECT_EQ(before->segment().zone_count, 1u);
+    const uint64_t generation = before->generation();
+
+    scenario.write(scenario_for(child.pid()));  // GPU 1 appears
+    const std::optional<keplershm::FrameView> after = frame_with_devices(reader, 2);
+    ASSERT_TRUE(after) << "no frame with the new GPU; the log:\n" << collector.log();
+    EXPECT_NE(after->generation(), generation) << "a new zone set is a new generation";
+    EXPECT_EQ(after->segment().zone_count, 2u);
+    EXPECT_EQ(keplershm::get_text(after->gpu_devices()[1].uuid), "GPU-e2e00000-0000-0000-0000-000000000001");
+    EXPECT_NE(collector.log().find("the node's GPUs changed"), std::string::npos) << collector.log();
+    // Once: the set that was discovered again is the node's, so no further generation follows.
+    const uint64_t new_generation = after->generation();
+    for (int i = 0; i < 6; ++i) {
+        keplershm::FrameView f;
+        ASSERT_EQ(reader.next(5s, f), keplershm::Status::ok) << collector.log();
+        EXPECT_EQ(f.generation(), new_generation);
+    }
+    EXPECT_EQ(collector.stop(), 0) << collector.log();
+}
+
+// NVIDIA's driver loaded after the collector started (the GPU Operator's driver container): no GPU at
+// start, then the GPUs in a new generation, without a restart.
+TEST(GpuEndToEnd, GpusOfADriverLoadedAfterTheCollectorStartedArePublished) {
+    TempDir empty_sysfs, later;
+    BusyChild child(testing::test_cpu(), 0.3);
+    const std::filesystem::path path = later.path() / "scenario.json";
+    setenv("FAKE_NVML_SCENARIO", path.c_str(), 1);  // no file yet: the fake's driver is not loaded
+    const std::string name = testing::unique_segment_name("kc-gpu-late");
+    std::vector<std::string> args = collector_args(name, empty_sysfs, "auto");
+    args.insert(args.end(), {"--gpu-rescan", "600ms"});
+    Collector collector(args);
+    unsetenv("FAKE_NVML_SCENARIO");
+    keplershm::Reader reader = open_when_ready(name, collector);
+    ASSERT_TRUE(frame_with_devices(reader, 0)) << collector.log();
+    EXPECT_EQ(reader.info().zone_count, 0u);
+
+    later.write("scenario.json", scenario_for(child.pid()).dump());
+    const std::optional<keplershm::FrameView> loaded = frame_with_devices(reader, 2);
+    ASSERT_TRUE(loaded) << "no frame with the GPUs; the log:\n" << collector.log();
+    EXPECT_EQ(loaded->segment().zone_count, 2u);
     EXPECT_EQ(collector.stop(), 0) << collector.log();
 }
 

@@ -207,6 +207,19 @@ TEST(DrmSource, ProcessesAreAttributedByEngineTimeAndCyclesAndADupdClientCountsO
     EXPECT_EQ(uses[0].pid, 100u);
 }
 
+TEST(DrmSource, ACardAddedIsANewDeviceAndOnlyThen) {
+    TempDir sys, proc;
+    EXPECT_FALSE(drm_finds_cards(DrmSettings{sys.path(), proc.path()}));
+    write_cards(sys);
+    EXPECT_TRUE(drm_finds_cards(DrmSettings{sys.path(), proc.path()}));
+    std::string why;
+    const std::unique_ptr<GpuSource> drm = make_drm_source(DrmSettings{sys.path(), proc.path()}, why);
+    ASSERT_TRUE(drm) << why;
+    EXPECT_FALSE(drm->new_devices()) << "the cards as discovered (card2 is NVIDIA's: never this source's)";
+    sys.write("class/drm/card3/device/uevent", "DRIVER=amdgpu\nPCI_SLOT_NAME=0000:83:00.0\n");
+    EXPECT_TRUE(drm->new_devices()) << "a hot-plugged card";
+}
+
 TEST(DrmSource, NoCardMeansNoSourceAndSaysWhy) {
     TempDir sys, proc;
     sys.write("class/drm/card0/device/uevent", "DRIVER=nvidia\n");

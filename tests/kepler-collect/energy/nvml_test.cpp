@@ -522,6 +522,34 @@ TEST(NvmlSource, WithoutGpmMigInstancesActivityComesFromDcgmExporter) {
     EXPECT_GT(static_cast<double>(devices[1].active_ns), 0.6 * 200e6);
 }
 
+TEST(NvmlSource, NewDevicesAreAGpuMigLayoutOrModeDiscoveryDidNotSeeNeverOneThatWentAway) {
+    Scenario scenario(mig_gpu_with_gpm(false, 0, 0));
+    const auto source = load();
+    ASSERT_NE(source, nullptr);
+    EXPECT_FALSE(source->new_devices()) << "the node as discovered";
+    json more = mig_gpu_with_gpm(false, 0, 0);
+    more["devices"].push_back({{"power_w", 100}});
+    scenario.write(more);
+    EXPECT_TRUE(source->new_devices()) << "a second GPU";
+    json relaid = mig_gpu_with_gpm(false, 0, 0);
+    relaid["devices"][0]["mig_devices"].push_back({{"gpu_instance_id", 9}, {"compute_instance_id", 0}});
+    scenario.write(relaid);
+    EXPECT_TRUE(source->new_devices()) << "a new MIG instance";
+    json whole = mig_gpu_with_gpm(false, 0, 0);
+    whole["devices"][0]["mig_mode"] = 0;
+    scenario.write(whole);
+    EXPECT_TRUE(source->new_devices()) << "MIG turned off: the whole GPU is a device of another kind";
+    json fewer = mig_gpu_with_gpm(false, 0, 0);
+    fewer["devices"][0]["mig_devices"].erase(2);
+    scenario.write(fewer);
+    EXPECT_FALSE(source->new_devices()) << "an instance gone keeps its record, without users";
+    scenario.write(gpus({}));
+    EXPECT_FALSE(source->new_devices()) << "a GPU gone is LOST, not new";
+    EXPECT_FALSE(nvml_finds_gpus(nvml_at(FAKE_NVML_LIBRARY))) << "no GPU now";
+    scenario.write(gpus({{{"power_w", 10}}}));
+    EXPECT_TRUE(nvml_finds_gpus(nvml_at(FAKE_NVML_LIBRARY)));
+}
+
 /// A fake RAPL package zone under a sysfs root, so that GPU zones come after another source's.
 void rapl_package(const TempDir& sys, uint64_t energy_uj) {
     sys.write("class/powercap/intel-rapl:0/name", "package-0\n");
