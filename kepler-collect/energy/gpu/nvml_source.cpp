@@ -7,7 +7,6 @@
 // (Hopper and later): the share of the interval in which any of its processes was active. A GPU that is lost, a driver that restarts its counter, or any NVML error makes that GPU's
 // interval invalid and nothing else: counters never step back and the collector keeps running.
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
@@ -17,6 +16,7 @@
 #include "common/text_io.hpp"
 #include "energy/gpu/dcgm_exporter.hpp"
 #include "energy/gpu/gpu_source.hpp"
+#include "energy/gpu/mig_activity.hpp"
 #include "energy/gpu/nvml_library.hpp"
 #include "keplershm/keplershm.hpp"
 #include "support/log/log.hpp"
@@ -34,20 +34,6 @@ constexpr unsigned kMaxListed = 65536;  // processes or samples one call may ret
 
 void set_flag(uint32_t& flags, uint32_t flag, bool on) { flags = on ? (flags | flag) : (flags & ~flag); }
 
-/// Where a MIG GPU's instances' activity comes from.
-enum class MigActivitySource { none, gpm, dcgm_exporter };
-
-/// One MIG GPU instance: the device records of its compute instances, and for GPM two sample buffers (the
-/// previous reading and the next).
-struct MigInstance {
-    unsigned gpu_instance_id = 0;
-    std::vector<uint32_t> records;
-    nvml::GpmSample previous = nullptr;
-    nvml::GpmSample current = nullptr;
-    bool have_previous = false;
-    uint64_t previous_ns = 0;  // CLOCK_MONOTONIC of the previous reading
-};
-
 struct Gpu {
     nvml::Device handle = nullptr;
     uint32_t zone = 0;    // index into zones_
@@ -60,16 +46,13 @@ struct Gpu {
     uint64_t last_seen_us = 0;  // newest utilization sample taken
     nvml::Return last_error = nvml::kSuccess;
     std::vector<std::pair<nvml::Device, uint32_t>> migs;  // MIG handle, its record
-    MigActivitySource activity = MigActivitySource::none;
-    std::vector<MigInstance> instances;  // its GPU instances, where their activity is read
+    std::unique_ptr<MigActivity> mig_activity;  // its GPU instances' activity, where it is measured
 };
 
 class NvmlSource final : public GpuSource {
 public:
     NvmlSource(std::unique_ptr<nvml::Library> lib, NvmlSettings settings) : lib_(std::move(lib)), settings_(std::move(settings)) {}
-    ~NvmlSource() override {
-        for (Gpu& gpu : gpus_) free_gpm(gpu);
-    }
+    ~NvmlSource() override { gpus_.clear(); }  // MIG activity frees its GPM buffers while the library is loaded
     NvmlSource(const NvmlSource&) = delete;
     NvmlSource& operator=(const NvmlSource&) = delete;
 
@@ -96,7 +79,7 @@ public:
                 for (const auto& [handle, record] : gpu.migs) {
                     set_flag(devices_[record].flags, KEPLERSHM_GPU_USAGE_VALID | KEPLERSHM_GPU_ACTIVE_VALID, false);
                 }
-                for (MigInstance& g : gpu.instances) g.have_previous = false;
+                if (gpu.mig_activity) gpu.mig_activity->forget();
                 continue;
             }
             if (gpu.migs.empty()) {
@@ -105,7 +88,7 @@ public:
                 uint64_t memory = 0;
                 for (const auto& [handle, record] : gpu.migs) memory += read_processes(handle, record, out);
                 devices_[gpu.record].memory_used_bytes = memory;
-                read_mig_activity(gpu);
+                if (gpu.mig_activity) gpu.mig_activity->read(devices_);
             }
         }
     }
@@ -114,11 +97,6 @@ private:
     void add_gpu(unsigned index, nvml::Device handle, std::vector<std::string>& notes);
     void add_migs(Gpu& gpu);
     void add_mig_activity(Gpu& gpu, unsigned index, std::vector<std::string>& notes);
-    bool add_gpm(Gpu& gpu, unsigned index, std::vector<std::string>& notes);
-    void free_gpm(Gpu& gpu);
-    void read_mig_activity(Gpu& gpu);
-    void read_gpm(Gpu& gpu);
-    void read_dcgm_exporter(Gpu& gpu);
     void read_energy(Gpu& gpu, keplershm_zone_sample& sample);
     bool failed(Gpu& gpu, nvml::Return rc, const char* call);
     [[nodiscard]] std::optional<std::string> uuid_of(nvml::Device handle) const;
@@ -137,7 +115,6 @@ private:
     std::vector<Gpu> gpus_;
     std::vector<nvml::ProcessInfo> processes_;             // scratch of list_processes
     std::vector<nvml::ProcessUtilizationSample> samples_;  // scratch of sm_busy_ns
-    std::unique_ptr<nvml::GpmMetricsGet> gpm_request_;     // scratch of read_mig_activity (13 kB)
     std::set<std::string, std::less<>> seen_;              // device_identities() at discovery
 };
 
@@ -250,8 +227,8 @@ void NvmlSource::add_gpu(unsigned index, nvml::Device handle, std::vector<std::s
     gpus_.push_back(std::move(gpu));
 }
 
-/// A MIG-enabled GPU's instances, each a device record after its GPU (the layout at start-up: MIG
-/// instances made later appear at the collector's next start, as the segment's devices are fixed).
+/// A MIG-enabled GPU's instances, each a device record after its GPU (the layout at discovery: the
+/// segment's devices are fixed, and a new layout is a new generation, new_devices()).
 void NvmlSource::add_migs(Gpu& gpu) {
     unsigned slots = 0;
     if (lib_->max_mig_devices == nullptr || lib_->mig_handle == nullptr ||
@@ -278,119 +255,20 @@ void NvmlSource::add_migs(Gpu& gpu) {
     }
 }
 
-/// Each GPU instance of a MIG-enabled GPU, with where its activity comes from: GPM where the driver and
-/// the GPU support it, else dcgm-exporter where an endpoint is given, else nowhere (said once).
+/// Its MIG instances' activity, where it can be measured (mig_activity.hpp); a note says how.
 void NvmlSource::add_mig_activity(Gpu& gpu, unsigned index, std::vector<std::string>& notes) {
-    if (gpu.migs.empty()) return;
+    std::vector<std::pair<unsigned, uint32_t>> records;
     for (const auto& [handle, record] : gpu.migs) {
-        const unsigned id = devices_[record].gpu_instance_id;
-        if (id == kNone) continue;
-        auto it = std::find_if(gpu.instances.begin(), gpu.instances.end(), [&](const MigInstance& g) { return g.gpu_instance_id == id; });
-        if (it == gpu.instances.end()) it = gpu.instances.insert(gpu.instances.end(), MigInstance{id, {}, nullptr, nullptr, false, 0});
-        it->records.push_back(record);
+        if (devices_[record].gpu_instance_id != kNone) records.emplace_back(devices_[record].gpu_instance_id, record);
     }
-    if (add_gpm(gpu, index, notes)) return;
-    if (settings_.dcgm_endpoint.empty()) {
-        notes.push_back(fmt::format("GPU {}: its MIG instances' processes share its active power equally (no --dcgm-endpoint)", index));
-        gpu.instances.clear();
-        return;
-    }
-    if (!dcgm_) dcgm_ = std::make_unique<DcgmActivityReader>(DcgmSettings{settings_.dcgm_endpoint, settings_.dcgm_refresh});
-    notes.push_back(fmt::format("GPU {}: its MIG instances' activity from dcgm-exporter at {}", index, dcgm_->url()));
-    gpu.activity = MigActivitySource::dcgm_exporter;
-}
-
-/// GPM sample buffers for each GPU instance, where the driver and the GPU support GPM; false (with a note)
-/// where they do not.
-bool NvmlSource::add_gpm(Gpu& gpu, unsigned index, std::vector<std::string>& notes) {
-    if (!lib_->has_gpm()) {
-        notes.push_back(fmt::format("GPU {}: the driver has no GPM calls", index));
-        return false;
-    }
-    nvml::GpmSupport support{nvml::kGpmSupportVersion, 0};
-    if (const nvml::Return rc = lib_->gpm_query_support(gpu.handle, &support); rc != nvml::kSuccess || support.isSupportedDevice == 0) {
-        notes.push_back(fmt::format("GPU {}: no GPM ({})", index, rc != nvml::kSuccess ? lib_->describe(rc) : "Hopper and later GPUs have it"));
-        return false;
-    }
-    for (MigInstance& g : gpu.instances) {
-        if (lib_->gpm_sample_alloc(&g.previous) != nvml::kSuccess || lib_->gpm_sample_alloc(&g.current) != nvml::kSuccess) {
-            notes.push_back(fmt::format("GPU {}: GPM sample buffers could not be allocated", index));
-            free_gpm(gpu);
-            return false;
-        }
-    }
-    if (!gpm_request_) gpm_request_ = std::make_unique<nvml::GpmMetricsGet>();
-    gpu.activity = MigActivitySource::gpm;
-    return true;
-}
-
-void NvmlSource::free_gpm(Gpu& gpu) {
-    for (MigInstance& g : gpu.instances) {
-        if (g.previous != nullptr) lib_->gpm_sample_free(g.previous);
-        if (g.current != nullptr) lib_->gpm_sample_free(g.current);
-        g.previous = g.current = nullptr;
-    }
-}
-
-/// Sets a GPU instance's records' active time for the interval (ACTIVE_VALID when measured).
-void set_active(std::vector<keplershm_gpu_device>& devices, const MigInstance& g, bool measured, uint64_t active_ns) {
-    for (const uint32_t record : g.records) {
-        set_flag(devices[record].flags, KEPLERSHM_GPU_ACTIVE_VALID, measured);
-        devices[record].active_ns = measured ? active_ns : 0;
-    }
-}
-
-void NvmlSource::read_mig_activity(Gpu& gpu) {
-    if (gpu.activity == MigActivitySource::gpm) read_gpm(gpu);
-    if (gpu.activity == MigActivitySource::dcgm_exporter) read_dcgm_exporter(gpu);
-}
-
-/// Each GPU instance's active time since its previous sample: GPM's graphics activity (the share of the
-/// time any of its processes was active) times that span. A failed sample leaves the instance's interval
-/// unmeasured and makes the next sample a new start.
-void NvmlSource::read_gpm(Gpu& gpu) {
-    for (MigInstance& g : gpu.instances) {
-        const nvml::Return rc = lib_->gpm_mig_sample(gpu.handle, g.gpu_instance_id, g.current);
-        const uint64_t now = monotonic_now_ns();
-        bool measured = false;
-        uint64_t active_ns = 0;
-        if (rc == nvml::kSuccess && g.have_previous && now > g.previous_ns) {
-            nvml::GpmMetricsGet& request = *gpm_request_;
-            request.version = nvml::kGpmMetricsGetVersion;
-            request.numMetrics = 1;
-            request.sample1 = g.previous;
-            request.sample2 = g.current;
-            request.metrics[0] = nvml::GpmMetric{};
-            request.metrics[0].metricId = nvml::kGpmMetricGraphicsUtil;
-            if (lib_->gpm_metrics(&request) == nvml::kSuccess && request.metrics[0].nvmlReturn == nvml::kSuccess &&
-                std::isfinite(request.metrics[0].value)) {
-                const double share = std::clamp(request.metrics[0].value, 0.0, 100.0) / 100.0;
-                active_ns = static_cast<uint64_t>(share * static_cast<double>(now - g.previous_ns));
-                measured = true;
-            }
-        }
-        set_active(devices_, g, measured, active_ns);
-        g.have_previous = rc == nvml::kSuccess;
-        if (rc == nvml::kSuccess) {
-            std::swap(g.previous, g.current);
-            g.previous_ns = now;
-        }
-    }
-}
-
-/// Each GPU instance's active time since the previous read: dcgm-exporter's latest activity ratio (an
-/// average over its own sampling period) times the span. Unmeasured while the exporter has not answered
-/// recently or does not list the instance.
-void NvmlSource::read_dcgm_exporter(Gpu& gpu) {
-    const uint64_t now = monotonic_now_ns();
-    const uint32_t index = devices_[gpu.record].device_index;
-    for (MigInstance& g : gpu.instances) {
-        const std::optional<double> ratio = dcgm_->activity(index, g.gpu_instance_id, now, dcgm_->max_age_ns());
-        const bool measured = ratio.has_value() && g.have_previous && now > g.previous_ns;
-        set_active(devices_, g, measured, measured ? static_cast<uint64_t>(*ratio * static_cast<double>(now - g.previous_ns)) : 0);
-        g.have_previous = true;
-        g.previous_ns = now;
-    }
+    auto dcgm = [this]() -> DcgmActivityReader* {
+        if (settings_.dcgm_endpoint.empty()) return nullptr;
+        if (!dcgm_) dcgm_ = std::make_unique<DcgmActivityReader>(DcgmSettings{settings_.dcgm_endpoint, settings_.dcgm_refresh});
+        return dcgm_.get();
+    };
+    std::string note;
+    gpu.mig_activity = MigActivity::make(*lib_, gpu.handle, index, records, dcgm, note);
+    if (!note.empty()) notes.push_back(fmt::format("GPU {}: {}", index, note));
 }
 
 /// An NVML call failed for this GPU: the interval is invalid and the next good reading is a new baseline
