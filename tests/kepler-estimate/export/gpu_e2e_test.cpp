@@ -149,6 +149,37 @@ private:
     std::string why_;
 };
 
+/// A fake pod on this machine with a process in each listed container (`nibbling`: using a little CPU),
+/// or why this machine cannot run the end-to-end tests: they need a Prometheus server, root and a cgroup v2
+/// hierarchy to place processes in.
+struct PodOnHost {
+    std::unique_ptr<FakePod> pod;
+    std::vector<pid_t> pids;
+    std::string skip;  // "" when the pod and its processes are there
+};
+
+PodOnHost pod_on_host(size_t containers, const std::vector<std::pair<size_t, bool>>& processes) {
+    PodOnHost out;
+    const fs::path cgroup_root = cgroup2_mount();
+    if (!fs::exists("/usr/bin/prometheus")) out.skip = "no Prometheus server (Debian package prometheus)";
+    else if (geteuid() != 0) out.skip = "not root: placing processes in cgroups needs it";
+    else if (cgroup_root.empty()) out.skip = "no cgroup v2 hierarchy mounted (cgroup.controllers at the root of a cgroup2 mount)";
+    if (!out.skip.empty()) return out;
+    out.pod = std::make_unique<FakePod>(cgroup_root, containers);
+    if (!out.pod->why_not().empty()) {
+        out.skip = "cannot make a pod's cgroups: " + out.pod->why_not();
+        return out;
+    }
+    for (const auto& [container, nibbling] : processes) {
+        const pid_t pid = out.pod->add_process(container, nibbling);
+        if (pid < 0) {
+            out.skip = "cannot place processes in cgroups (v1 host, or no permission): " + out.pod->why_not();
+            return out;
+        }
+        out.pids.push_back(pid);
+    }
+    return out;
+}
 
 nlohmann::json gpu_process(pid_t pid, unsigned sm_util) {
     return {{"pid", pid}, {"type", "compute"}, {"used_memory_bytes", 1ull << 30}, {"sm_util", sm_util}};
@@ -213,18 +244,11 @@ private:
 };
 
 TEST(GpuEndToEnd, ProcessContainerAndPodGetTheirShareOfEachGpuAndEnergyIsConserved) {
-    if (!fs::exists("/usr/bin/prometheus")) GTEST_SKIP() << "no Prometheus server (Debian package prometheus)";
-    if (geteuid() != 0) GTEST_SKIP() << "not root: placing processes in cgroups needs it";
-    const fs::path cgroup_root = cgroup2_mount();
-    if (cgroup_root.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy mounted (cgroup.controllers at the root of a cgroup2 mount)";
-
+    const PodOnHost host = pod_on_host(2, {{0, false}, {1, false}, {1, false}});
+    if (!host.skip.empty()) GTEST_SKIP() << host.skip;
+    const FakePod& pod = *host.pod;
+    const pid_t a = host.pids[0], b = host.pids[1], c = host.pids[2];
     TempDir dir;
-    FakePod pod(cgroup_root, 2);
-    if (!pod.why_not().empty()) GTEST_SKIP() << "cannot make a pod's cgroups: " << pod.why_not();
-    const pid_t a = pod.add_process(0);
-    const pid_t b = a > 0 ? pod.add_process(1) : -1;
-    const pid_t c = b > 0 ? pod.add_process(1) : -1;
-    if (c < 0) GTEST_SKIP() << "cannot place processes in cgroups (v1 host, or no permission): " << pod.why_not();
     ASSERT_NE(pod.cgroup_of(a).find(pod.container_id(0)), std::string::npos) << pod.cgroup_of(a);
     ASSERT_NE(pod.cgroup_of(c).find(pod.container_id(1)), std::string::npos) << pod.cgroup_of(c);
 
@@ -332,17 +356,11 @@ std::string kubelet_pods(const FakePod& pod) {
 // allocated the GPU to container "notebook", whose one process B (using a little CPU) is not listed on the
 // GPU: the unseen user's 180 W are the notebook's, A keeps its 60 W.
 TEST(GpuEndToEnd, AGpuUserTheCollectorCannotSeeIsChargedToTheContainerTheKubeletAllocatedTheGpuTo) {
-    if (!fs::exists("/usr/bin/prometheus")) GTEST_SKIP() << "no Prometheus server (Debian package prometheus)";
-    if (geteuid() != 0) GTEST_SKIP() << "not root: placing processes in cgroups needs it";
-    const fs::path cgroup_root = cgroup2_mount();
-    if (cgroup_root.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy mounted (cgroup.controllers at the root of a cgroup2 mount)";
-
+    const PodOnHost host = pod_on_host(2, {{0, false}, {1, true}});  // B nibbles: a frame holds it
+    if (!host.skip.empty()) GTEST_SKIP() << host.skip;
+    const FakePod& pod = *host.pod;
+    const pid_t a = host.pids[0], b = host.pids[1];
     TempDir dir;
-    FakePod pod(cgroup_root, 2);
-    if (!pod.why_not().empty()) GTEST_SKIP() << "cannot make a pod's cgroups: " << pod.why_not();
-    const pid_t a = pod.add_process(0);
-    const pid_t b = a > 0 ? pod.add_process(1, true) : -1;  // a frame holds it: it uses the CPU
-    if (b < 0) GTEST_SKIP() << "cannot place processes in cgroups (v1 host, or no permission): " << pod.why_not();
     constexpr pid_t kUnseen = 0x7ffffff0;  // above any pid_max (PID_MAX_LIMIT is 2^22)
 
     const fs::path scenario = dir.path() / "scenario.json";
@@ -383,18 +401,11 @@ TEST(GpuEndToEnd, AGpuUserTheCollectorCannotSeeIsChargedToTheContainerTheKubelet
 // runs A (container 1), GPU instance 2 at 20 % runs B and C (container 2). The driver samples no process
 // under MIG: of the 240 W active, GI 1 gets 3/4 (A 180 W) and GI 2 1/4, halved between B and C (30 W each).
 TEST(GpuEndToEnd, MigInstancesShareTheGpuByTheirGpmActivityAndTheirProcessesEqually) {
-    if (!fs::exists("/usr/bin/prometheus")) GTEST_SKIP() << "no Prometheus server (Debian package prometheus)";
-    if (geteuid() != 0) GTEST_SKIP() << "not root: placing processes in cgroups needs it";
-    const fs::path cgroup_root = cgroup2_mount();
-    if (cgroup_root.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy mounted (cgroup.controllers at the root of a cgroup2 mount)";
-
+    const PodOnHost host = pod_on_host(2, {{0, false}, {1, false}, {1, false}});
+    if (!host.skip.empty()) GTEST_SKIP() << host.skip;
+    const FakePod& pod = *host.pod;
+    const pid_t a = host.pids[0], b = host.pids[1], c = host.pids[2];
     TempDir dir;
-    FakePod pod(cgroup_root, 2);
-    if (!pod.why_not().empty()) GTEST_SKIP() << "cannot make a pod's cgroups: " << pod.why_not();
-    const pid_t a = pod.add_process(0);
-    const pid_t b = a > 0 ? pod.add_process(1) : -1;
-    const pid_t c = b > 0 ? pod.add_process(1) : -1;
-    if (c < 0) GTEST_SKIP() << "cannot place processes in cgroups (v1 host, or no permission): " << pod.why_not();
 
     auto instance = [](unsigned id, double percent, std::vector<nlohmann::json> processes) {
         return nlohmann::json{{"gpu_instance_id", id}, {"compute_instance_id", 0}, {"gr_active_percent", percent}, {"processes", processes}};

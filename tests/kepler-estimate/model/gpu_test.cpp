@@ -66,6 +66,22 @@ TestFrame gpu_frame(uint64_t second, double gpu0_w, double gpu1_w) {
     return f;
 }
 
+/// Kepler's rule (idle stays on the node), with every GPU's idle power configured at `idle` ("" detects it).
+EstimatorOptions idle_on_node(const std::string& idle = "50") {
+    EstimatorOptions options;
+    options.idle_policy = IdlePolicy::none;
+    if (!idle.empty()) options.model_set.gpu_idle = parse_gpu_idle_watts(idle);
+    return options;
+}
+
+/// The GPU energy given to processes plus the unaccounted part, of zone `zone` in the last frame.
+uint64_t given_uj(const Estimator& est, size_t zone) {
+    const ZoneShares& gpu = est.last_attribution().zones.at(zone);
+    uint64_t given = gpu.unaccounted_dynamic_uj;
+    for (const uint64_t uj : gpu.dynamic_uj) given += uj;
+    return given;
+}
+
 ExportOptions kepler010_with_processes() {
     ExportOptions o;
     o.names = MetricNames::kepler010;
@@ -79,9 +95,7 @@ double process_gpu_joules(const std::vector<prometheus::MetricFamily>& families,
 
 TEST(Gpu, IdleIsTheLowestPowerSeenUnusedAndActivePowerFollowsBusyTime) {
     Feed feed(gpu_node(), "gpu-split");
-    EstimatorOptions options;
-    options.idle_policy = IdlePolicy::none;  // Kepler's rule: idle stays on the node
-    Estimator est(options);
+    Estimator est(idle_on_node(""));  // Kepler's rule: idle stays on the node
     // Nobody on the GPUs: 60 W and 50 W are their idle power.
     ASSERT_TRUE(est.process(feed.frame(gpu_frame(1, 60, 50))));
     // GPU 0 at 300 W used by 100 (300 ms busy) and 101 (100 ms); 102 runs on the CPU only; GPU 1 still idle.
@@ -113,10 +127,7 @@ TEST(Gpu, BeforeTheGpuWasSeenUnusedItsIdleIsZeroAndAConfiguredIdleWins) {
     for (const bool configured : {false, true}) {
         SCOPED_TRACE(configured ? "--gpu-idle-watts 0=100" : "detected");
         Feed feed(gpu_node(), "gpu-idle");
-        EstimatorOptions options;
-        options.idle_policy = IdlePolicy::none;
-        if (configured) options.model_set.gpu_idle = parse_gpu_idle_watts("0=100");
-        Estimator est(options);
+        Estimator est(idle_on_node(configured ? "0=100" : ""));
         TestFrame f = gpu_frame(1, 300, 50);
         f.gpu_usage = {use(100, 0, 0, 500'000'000)};
         ASSERT_TRUE(est.process(feed.frame(f)));
@@ -128,10 +139,7 @@ TEST(Gpu, BeforeTheGpuWasSeenUnusedItsIdleIsZeroAndAConfiguredIdleWins) {
 
 TEST(Gpu, UsersWithoutBusySamplesShareEquallyAndAFrameWithoutUsersGivesNoProcessGpuEnergy) {
     Feed feed(gpu_node(), "gpu-equal");
-    EstimatorOptions options;
-    options.idle_policy = IdlePolicy::none;
-    options.model_set.gpu_idle = parse_gpu_idle_watts("50");
-    Estimator est(options);
+    Estimator est(idle_on_node());
     // MIG-like: the driver lists two users of GPU 0 but samples neither (no BUSY_VALID).
     TestFrame listed = gpu_frame(1, 250, 50);
     listed.gpu_usage = {use(100, 0, 0, 0, false), use(101, 1, 0, 0, false)};
@@ -201,10 +209,7 @@ TEST(Gpu, MigInstancesShareTheGpusActivePowerByTheirMeasuredActivityAndTheirUser
                           Case{"an active instance without users keeps its part off every process", {{1, 600'000'000}, {2, 200'000'000}, {3, 200'000'000}}, 120, 20, 20}}) {
         SCOPED_TRACE(c.name);
         Feed feed(gpu_node(), "gpu-mig");
-        EstimatorOptions options;
-        options.idle_policy = IdlePolicy::none;
-        options.model_set.gpu_idle = parse_gpu_idle_watts("50");
-        Estimator est(options);
+        Estimator est(idle_on_node());
         TestFrame f = gpu_frame(1, 250, 50);
         f.gpu_devices = mig_gpu(c.instances);
         f.gpu_usage = {use(100, 0, 2, 0, false), use(101, 1, 3, 0, false), use(102, 2, 3, 0, false)};
@@ -213,10 +218,7 @@ TEST(Gpu, MigInstancesShareTheGpusActivePowerByTheirMeasuredActivityAndTheirUser
         EXPECT_NEAR(process_gpu_joules(families, 100), c.p100, 1e-3);
         EXPECT_NEAR(process_gpu_joules(families, 101), c.p101, 1e-3);
         EXPECT_NEAR(process_gpu_joules(families, 102), c.p102, 1e-3);
-        const ZoneShares& gpu0 = est.last_attribution().zones.at(1);
-        uint64_t given = gpu0.unaccounted_dynamic_uj;
-        for (const uint64_t uj : gpu0.dynamic_uj) given += uj;
-        EXPECT_EQ(given, 200 * kJoule) << "conserved on the GPU";
+        EXPECT_EQ(given_uj(est, 1), 200 * kJoule) << "conserved on the GPU";
     }
 }
 
@@ -248,21 +250,14 @@ TEST(Gpu, EnergyNoListedUserExplainsGoesToTheContainersTheKubeletAllocatedTheGpu
                           Case{"time-sliced: each container half", &time_sliced, 100.0 * 2 / 3, 100.0 / 3, 100}}) {
         SCOPED_TRACE(c.name);
         Feed feed(gpu_node(), "gpu-alloc");
-        EstimatorOptions options;
-        options.idle_policy = IdlePolicy::none;
-        options.model_set.gpu_idle = parse_gpu_idle_watts("50");
-        Estimator est(options);
+        Estimator est(idle_on_node());
         if (c.allocations != nullptr) est.set_gpu_allocations(std::make_shared<const GpuAllocations>(*c.allocations));
         ASSERT_TRUE(est.process(feed.frame(allocated_gpu_frame(1))));
         const auto families = collect(PrometheusExport(est, kepler010_with_processes()));
         EXPECT_NEAR(process_gpu_joules(families, 100), c.p100, 1e-3);
         EXPECT_NEAR(process_gpu_joules(families, 101), c.p101, 1e-3);
         EXPECT_NEAR(process_gpu_joules(families, 102), c.p102, 1e-3);
-        // Conserved per device: what the processes got plus what nobody got is the active energy.
-        const ZoneShares& gpu0 = est.last_attribution().zones.at(1);
-        uint64_t given = gpu0.unaccounted_dynamic_uj;
-        for (const uint64_t uj : gpu0.dynamic_uj) given += uj;
-        EXPECT_EQ(given, 200 * kJoule);
+        EXPECT_EQ(given_uj(est, 1), 200 * kJoule) << "conserved per device: the processes' and nobody's";
     }
 }
 
@@ -271,10 +266,7 @@ TEST(Gpu, AUserTheFrameKnowsKeepsItsShareAndAHolderOutsideTheFrameGetsNothing) {
     a.add("GPU-test-0", {"ml", "train-0", "trainer"});
     a.add("GPU-test-0", {"ml", "gone-0", "trainer"});  // a holder with no process in the frame
     Feed feed(gpu_node(), "gpu-alloc-known");
-    EstimatorOptions options;
-    options.idle_policy = IdlePolicy::none;
-    options.model_set.gpu_idle = parse_gpu_idle_watts("50");
-    Estimator est(options);
+    Estimator est(idle_on_node());
     est.set_gpu_allocations(std::make_shared<const GpuAllocations>(a));
     TestFrame f = allocated_gpu_frame(1);
     // 102 (the notebook's) is seen on GPU 0 too, as busy as the unknown user: half is its own.
@@ -292,10 +284,7 @@ TEST(Gpu, AMeterOfGpusAloneLeavesTheCpuToAModelAndTheGpusStayMeasured) {
     o.gpu_device_capacity = 1;
     o.gpu_usage_capacity = 4;
     Feed feed(o, "gpu-vm");
-    EstimatorOptions options;
-    options.idle_policy = IdlePolicy::none;
-    options.model_set.gpu_idle = parse_gpu_idle_watts("50");
-    Estimator est(options);
+    Estimator est(idle_on_node());
     TestFrame f = simple_frame(kSecond, kSecond, {kSecond / 2, kSecond / 4}, {250 * kJoule});
     f.gpu_devices = {device(0)};
     f.gpu_devices[0].zone_index = 0;
