@@ -85,13 +85,11 @@ void BM_BuildFrame(benchmark::State& state) {
 BENCHMARK(BM_BuildFrame)->Arg(100)->Arg(1000)->Arg(4000)->Unit(benchmark::kMicrosecond);
 
 #ifdef FAKE_NVML_LIBRARY
-/// One interval of the NVML source (energy of every GPU, then their processes and utilization samples)
-/// against the fake libnvidia-ml.so.1 of tests/fakes/nvml: 8 GPUs with 50 processes each. This is the
-/// collector's own side of the calls (the real driver's time inside NVML is not in it); per GPU, divide by 8.
-void BM_NvmlInterval(benchmark::State& state) {
-    const std::filesystem::path scenario = std::filesystem::temp_directory_path() / ("kepler-bench-nvml-" + std::to_string(getpid()) + ".json");
-    {
-        std::ofstream out(scenario);
+/// The fake's scenario for the NVML benchmarks: 8 GPUs at 300 W with 50 processes each; removed at the end.
+class EightGpus {
+public:
+    EightGpus() : path_(std::filesystem::temp_directory_path() / ("kepler-bench-nvml-" + std::to_string(getpid()) + ".json")) {
+        std::ofstream out(path_);
         out << R"({"devices": [)";
         for (int g = 0; g < 8; ++g) {
             out << (g ? "," : "") << R"({"power_w": 300, "processes": [)";
@@ -99,16 +97,34 @@ void BM_NvmlInterval(benchmark::State& state) {
             out << "]}";
         }
         out << "]}";
+        out.close();
+        setenv("FAKE_NVML_SCENARIO", path_.c_str(), 1);
     }
-    setenv("FAKE_NVML_SCENARIO", scenario.c_str(), 1);
-    std::string why;
-    NvmlSettings nvml;
-    nvml.library = FAKE_NVML_LIBRARY;
-    std::unique_ptr<GpuSource> gpus = make_nvml_source(nvml, why);
-    if (!gpus) {
-        state.SkipWithError(why.c_str());
-        return;
+    ~EightGpus() { std::filesystem::remove(path_); }
+    EightGpus(const EightGpus&) = delete;
+    EightGpus& operator=(const EightGpus&) = delete;
+
+    /// The NVML source on the fake, or null with the benchmark skipped.
+    static std::unique_ptr<GpuSource> load(benchmark::State& state) {
+        std::string why;
+        NvmlSettings nvml;
+        nvml.library = FAKE_NVML_LIBRARY;
+        std::unique_ptr<GpuSource> gpus = make_nvml_source(nvml, why);
+        if (!gpus) state.SkipWithError(why.c_str());
+        return gpus;
     }
+
+private:
+    std::filesystem::path path_;
+};
+
+/// One interval of the NVML source (energy of every GPU, then their processes and utilization samples)
+/// against the fake libnvidia-ml.so.1 of tests/fakes/nvml: 8 GPUs with 50 processes each. This is the
+/// collector's own side of the calls (the real driver's time inside NVML is not in it); per GPU, divide by 8.
+void BM_NvmlInterval(benchmark::State& state) {
+    const EightGpus scenario;
+    const std::unique_ptr<GpuSource> gpus = EightGpus::load(state);
+    if (!gpus) return;
     std::vector<keplershm_zone_sample> samples(gpus->zones().size());
     std::vector<GpuProcessUse> uses;
     for (auto _ : state) {
@@ -118,9 +134,17 @@ void BM_NvmlInterval(benchmark::State& state) {
     }
     state.counters["gpus"] = static_cast<double>(gpus->zones().size());
     state.counters["uses"] = static_cast<double>(uses.size());
-    std::filesystem::remove(scenario);
 }
 BENCHMARK(BM_NvmlInterval)->Unit(benchmark::kMicrosecond);
+
+/// The check the collector makes every --gpu-rescan (10 s) for GPUs it does not publish, on the same 8 GPUs.
+void BM_NvmlRescan(benchmark::State& state) {
+    const EightGpus scenario;
+    const std::unique_ptr<GpuSource> gpus = EightGpus::load(state);
+    if (!gpus) return;
+    for (auto _ : state) benchmark::DoNotOptimize(gpus->new_devices());
+}
+BENCHMARK(BM_NvmlRescan)->Unit(benchmark::kMicrosecond);
 #endif
 
 }  // namespace

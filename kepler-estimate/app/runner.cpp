@@ -193,7 +193,7 @@ int run_live(const Options& o, Estimator& estimator, const ExportOptions& export
             if (publisher) log_lines(publisher->heartbeat());
             continue;
         }
-        if (pod_resources) estimator.set_gpu_allocations(pod_resources->current());
+        if (pod_resources) estimator.set_gpu_allocations(pod_resources->current(), pod_resources->failures());
         handle_frame(estimator, frame, {csv.get(), publisher.get(), o.top});
         if (csv) csv->flush();
     }

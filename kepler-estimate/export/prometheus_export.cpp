@@ -110,6 +110,12 @@ void add_health(Exposition& b, const EstimatorSnapshot& est, bool timing) {
           static_cast<double>(model_errors));
     b.add("kepler_estimator_process_series_refused_total", "Processes left without series by the series cap",
           MetricType::counter, {}, static_cast<double>(est.ledger.process_series_refused()));
+    if (h.gpu_devices_allocated >= 0) {  // --pod-resources is read
+        b.add("kepler_estimator_gpu_devices_allocated", "GPU devices the kubelet's pod-resources API allocates to containers (last answer)",
+              MetricType::gauge, {}, static_cast<double>(h.gpu_devices_allocated));
+        b.add("kepler_estimator_pod_resources_errors_total", "Calls to the kubelet's pod-resources API that failed",
+              MetricType::counter, {}, static_cast<double>(h.pod_resources_errors));
+    }
     if (!timing) return;
     // The monitoring stack's own energy is in its process series; this lets a user subtract its CPU.
     timespec self{};

@@ -47,6 +47,14 @@ EstimatorSnapshot Estimator::snapshot(bool processes) const {
     return EstimatorSnapshot{ledger_.copy_for_export(processes), reports_, health_, node_name_};
 }
 
+void Estimator::set_gpu_allocations(std::shared_ptr<const GpuAllocations> allocations, uint64_t errors) {
+    const int64_t devices = allocations ? static_cast<int64_t>(allocations->by_device.size()) : -1;
+    gpu_allocations_ = std::move(allocations);
+    std::lock_guard lock(mutex_);
+    health_.gpu_devices_allocated = devices;
+    health_.pod_resources_errors = errors;
+}
+
 void Estimator::count_missed(uint64_t frames) {
     std::lock_guard lock(mutex_);
     health_.frames_missed += frames;

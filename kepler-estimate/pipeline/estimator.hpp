@@ -41,6 +41,8 @@ struct Health {
     std::array<uint64_t, kLatencyBounds.size() + 1> latency_buckets{};  // last one: +Inf
     double latency_sum_s = 0;
     double last_latency_s = 0;
+    int64_t gpu_devices_allocated = -1;  // in the kubelet's last pod-resources answer; -1: not read
+    uint64_t pod_resources_errors = 0;   // pod-resources calls that failed
 };
 
 /// What the exporters on other threads read, copied under the estimator's lock: every part is from the
@@ -66,8 +68,9 @@ public:
     void count_missed(uint64_t frames);
     /// Frames the reader refused as corrupt (they never reach process()).
     void count_rejected(uint64_t frames);
-    /// The kubelet's GPU allocations the next frames are attributed with (kube/); null: none.
-    void set_gpu_allocations(std::shared_ptr<const GpuAllocations> allocations) { gpu_allocations_ = std::move(allocations); }
+    /// The kubelet's GPU allocations the next frames are attributed with (kube/; null: none), and how many
+    /// of its calls failed so far (for the health metrics).
+    void set_gpu_allocations(std::shared_ptr<const GpuAllocations> allocations, uint64_t errors = 0);
     /// Loads model files that appeared or changed; returns log lines.
     std::vector<std::string> refresh_models();
     /// Log lines of the models since the last call (e.g. an external model's producer came or went).

@@ -395,6 +395,8 @@ TEST(GpuEndToEnd, AGpuUserTheCollectorCannotSeeIsChargedToTheContainerTheKubelet
     EXPECT_NEAR(notebook_watts, 180.0, 1.8) << "the container the kubelet allocated the GPU to";
     EXPECT_NEAR(pod_watts, 240.0, 2.4) << "the pod: all active GPU power, none lost";
     EXPECT_GE(kubelet.calls(), 5u) << "the estimator reads the kubelet every --pod-resources-refresh";
+    EXPECT_EQ(pipeline.query("kepler_estimator_gpu_devices_allocated"), 1.0);
+    EXPECT_EQ(pipeline.query("kepler_estimator_pod_resources_errors_total"), 0.0);
 }
 
 // A GPU partitioned into two MIG instances, measured through GPM: GPU instance 1 at 60 % graphics activity
