@@ -95,7 +95,7 @@ run_stage "the library's and the end-to-end tests with CLOCK_MONOTONIC near zero
 run_stage "containers: both images built with podman, the sidecar pod run (deploy.containers)" containers
 run_stage "ASan + UBSan: the library's, the collector's and the estimator's tests" asan_ubsan
 run_stage "TSan: the seqlock under threads (ring, lapping, a writer against two readers), scrapes against frames, concurrent /metrics scrapes, the feed's estimates board" tsan
-run_stage "libFuzzer (clang, ASan+UBSan): headers, frames, segments, recordings, cgroup paths, conmon and hypervisor command lines, DRM fdinfo, pod lists, model files (model.json, Kepler weights and zips, scaler pickles, node type indexes), estimates answers, feed requests, ${KEPLERSHM_FUZZ_SECONDS:-20} s each" fuzz
+run_stage "libFuzzer (clang, ASan+UBSan): headers, frames, segments, recordings, cgroup paths, conmon and hypervisor command lines, DRM fdinfo, dcgm-exporter text, pod lists, model files (model.json, Kepler weights and zips, scaler pickles, node type indexes), estimates answers, feed requests, ${KEPLERSHM_FUZZ_SECONDS:-20} s each" fuzz
 
 echo
 echo "== test.sh summary"
