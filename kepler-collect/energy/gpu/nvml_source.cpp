@@ -452,9 +452,12 @@ void NvmlSource::read_gpu_usage(Gpu& gpu, std::vector<GpuProcessUse>& out) {
 
 bool nvml_finds_gpus(const NvmlSettings& settings) {
     try {
-        const std::unique_ptr<nvml::Library> lib = nvml::Library::load(settings.library);
-        unsigned count = 0;
-        return lib->device_count(&count) == nvml::kSuccess && count > 0;
+        NvmlSettings quiet = settings;
+        quiet.dcgm_endpoint.clear();  // a probe starts no reader
+        NvmlSource probe(nvml::Library::load(settings.library), quiet);
+        std::vector<std::string> notes;
+        probe.discover(notes);
+        return !probe.empty();  // a GPU make_nvml_source would publish, not one it leaves out
     } catch (const nvml::Unavailable&) {
         return false;
     }

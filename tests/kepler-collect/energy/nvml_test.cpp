@@ -546,6 +546,9 @@ TEST(NvmlSource, NewDevicesAreAGpuMigLayoutOrModeDiscoveryDidNotSeeNeverOneThatW
     scenario.write(gpus({}));
     EXPECT_FALSE(source->new_devices()) << "a GPU gone is LOST, not new";
     EXPECT_FALSE(nvml_finds_gpus(nvml_at(FAKE_NVML_LIBRARY))) << "no GPU now";
+    scenario.write(gpus({{{"power_w", 10},
+                          {"errors", {{"nvmlDeviceGetTotalEnergyConsumption", 3}, {"nvmlDeviceGetPowerUsage", 3}}}}}));
+    EXPECT_FALSE(nvml_finds_gpus(nvml_at(FAKE_NVML_LIBRARY))) << "a GPU it cannot read is left out: nothing to publish";
     scenario.write(gpus({{{"power_w", 10}}}));
     EXPECT_TRUE(nvml_finds_gpus(nvml_at(FAKE_NVML_LIBRARY)));
 }
