@@ -215,6 +215,7 @@ public:
         return "collector:\n" + read_file((dir_ / "collector.log").string()) + "estimator:\n" + read_file((dir_ / "estimator.log").string());
     }
     [[nodiscard]] std::optional<double> query(const std::string& promql) const { return ::estimate_test::query(prometheus_port_, promql); }
+    [[nodiscard]] std::string query_json(const std::string& promql) const { return ::estimate_test::query_json(prometheus_port_, promql); }
     /// Waits up to a minute for `promql` to have a value above 0: the first frames are in.
     [[nodiscard]] bool wait_for_data(const std::string& promql) const {
         return wait_for([&] { return query(promql).value_or(0) > 0; }, std::chrono::seconds(60));
@@ -330,12 +331,13 @@ TEST(GpuEndToEnd, ProcessContainerAndPodGetTheirShareOfEachGpuAndEnergyIsConserv
     EXPECT_GT(pipeline.query(fmt::format("min_over_time(count({} >= 0)[1m:1s])", gpu_series)).value_or(0), 10.0);
     EXPECT_FALSE(pipeline.query(fmt::format("max_over_time(count({} < 0)[1m:1s])", gpu_series)).has_value())
         << "a GPU series below 0 at some scrape";
-    std::string resets;
+    std::string resets, which;
     for (const char* family : {"kepler_node_gpu_joules_total", "kepler_node_gpu_active_joules_total", "kepler_node_gpu_idle_joules_total",
                                "kepler_process_gpu_joules_total", "kepler_container_gpu_joules_total", "kepler_pod_gpu_joules_total"}) {
         resets += fmt::format("{}sum(resets({}[1m]))", resets.empty() ? "" : " + ", family);
+        which += fmt::format("{}: {}\n", family, pipeline.query_json(fmt::format("resets({}[1m]) > 0", family)));
     }
-    EXPECT_EQ(pipeline.query(resets), 0.0) << "a GPU counter decreased";
+    EXPECT_EQ(pipeline.query(resets), 0.0) << "a GPU counter decreased; the series that did:\n" << which;
 }
 
 /// The kubelet's /pods as the collector reads it for names: `pod` is ml/train-0 with containers "trainer"

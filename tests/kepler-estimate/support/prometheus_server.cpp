@@ -29,6 +29,13 @@ std::optional<double> query(int port, const std::string& promql) {
     return std::stod(doc["data"]["result"][0]["value"][1].get<std::string>());
 }
 
+std::string query_json(int port, const std::string& promql) {
+    std::string body;
+    if (http_get(fmt::format("http://127.0.0.1:{}/api/v1/query?query={}", port, escape(promql)), body) != 200) return {};
+    const auto doc = nlohmann::json::parse(body, nullptr, false);
+    return doc.is_discarded() ? std::string() : doc["data"]["result"].dump();
+}
+
 bool wait_for(const std::function<bool()>& done, std::chrono::seconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < deadline) {

@@ -17,6 +17,10 @@ namespace estimate_test {
 /// The single value of an instant PromQL query, or nullopt when it has no result yet.
 [[nodiscard]] std::optional<double> query(int port, const std::string& promql);
 
+/// The result of an instant PromQL query as Prometheus's JSON (every series with its labels), for a
+/// failure message; "" when the query failed.
+[[nodiscard]] std::string query_json(int port, const std::string& promql);
+
 /// Polls `done` every 250 ms until it holds or `timeout` passed; its last answer.
 bool wait_for(const std::function<bool()>& done, std::chrono::seconds timeout);
 
