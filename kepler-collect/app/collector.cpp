@@ -160,6 +160,8 @@ NvmlSettings nvml_settings(const CollectorOptions& o) {
     return nvml;
 }
 
+DrmSettings drm_settings(const CollectorOptions& o) { return DrmSettings{o.sysfs_root, o.proc_root}; }
+
 EnergyMeter discover_meter(const CollectorOptions& o, const std::string& node) {
     EnergyMeter meter = EnergyMeter::discover(o.sysfs_root);
     if (const std::optional<BmcConfig> bmc = bmc_config(o, node)) {
@@ -179,7 +181,7 @@ EnergyMeter discover_meter(const CollectorOptions& o, const std::string& node) {
         } else {
             log_info("energy: no NVIDIA GPUs through NVML: {}", why);
         }
-        if (std::unique_ptr<GpuSource> gpus = make_drm_source(DrmSettings{o.sysfs_root, o.proc_root}, why)) {
+        if (std::unique_ptr<GpuSource> gpus = make_drm_source(drm_settings(o), why)) {
             meter.add_gpu_source(std::move(gpus));
         } else {
             log_debug("energy: no AMD or Intel GPUs: {}", why);
@@ -276,11 +278,11 @@ public:
         if (options_.gpu == "off") return false;
         if (meter_.gpu_sources_have_new_devices()) return true;
         if (!meter_.has_gpu_source("nvml") && nvml_finds_gpus(nvml_settings(options_))) return true;
-        return !meter_.has_gpu_source("drm") && drm_finds_cards(DrmSettings{options_.sysfs_root, options_.proc_root});
+        return !meter_.has_gpu_source("drm") && drm_finds_cards(drm_settings(options_));
     }
     /// Discovers the meters again (for a new segment generation: the zones belong to its header).
     void rediscover_meter() {
-        meter_ = EnergyMeter();
+        meter_ = EnergyMeter();  // the old sources go first: NVML is shut down before it is loaded again
         meter_ = discover_meter(options_, node_);
         gpu_devices_.clear();
         gpu_usage_.clear();

@@ -3,9 +3,9 @@
 // integrated between the collector's reads (flagged INTEGRATED). Per process: the running compute and
 // graphics processes with their memory, and SM time from the driver's utilization samples since the last
 // read. MIG instances are devices of their own (their processes; the driver keeps no per-process
-// utilization samples for them), each GPU instance's activity measured through GPM where the GPU has it
-// (Hopper and later): the share of the interval in which any of its processes was active. A GPU that is lost, a driver that restarts its counter, or any NVML error makes that GPU's
-// interval invalid and nothing else: counters never step back and the collector keeps running.
+// utilization samples for them), each GPU instance's activity measured by mig_activity.hpp (GPM, or
+// dcgm-exporter). A GPU that is lost, a driver that restarts its counter, or any NVML error makes that
+// GPU's interval invalid and nothing else: counters never step back and the collector keeps running.
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -100,6 +100,8 @@ private:
     void read_energy(Gpu& gpu, keplershm_zone_sample& sample);
     bool failed(Gpu& gpu, nvml::Return rc, const char* call);
     [[nodiscard]] std::optional<std::string> uuid_of(nvml::Device handle) const;
+    [[nodiscard]] bool in_mig_mode(nvml::Device gpu) const;
+    [[nodiscard]] std::vector<nvml::Device> mig_handles(nvml::Device gpu) const;
     [[nodiscard]] std::set<std::string, std::less<>> device_identities() const;
     void read_gpu_usage(Gpu& gpu, std::vector<GpuProcessUse>& out);
     uint64_t read_processes(nvml::Device handle, uint32_t record, std::vector<GpuProcessUse>& out);
@@ -141,6 +143,24 @@ std::optional<std::string> NvmlSource::uuid_of(nvml::Device handle) const {
     return std::string(text, strnlen(text, sizeof text));
 }
 
+bool NvmlSource::in_mig_mode(nvml::Device gpu) const {
+    unsigned current = 0, pending = 0;
+    return lib_->mig_mode != nullptr && lib_->mig_mode(gpu, &current, &pending) == nvml::kSuccess && current == nvml::kMigEnabled;
+}
+
+/// The handles of a MIG-enabled GPU's instances that the driver gives (none on a driver without MIG calls).
+std::vector<nvml::Device> NvmlSource::mig_handles(nvml::Device gpu) const {
+    std::vector<nvml::Device> out;
+    unsigned slots = 0;
+    if (lib_->max_mig_devices == nullptr || lib_->mig_handle == nullptr || lib_->max_mig_devices(gpu, &slots) != nvml::kSuccess) {
+        return out;
+    }
+    for (unsigned m = 0; m < std::min(slots, 64u); ++m) {
+        nvml::Device mig = nullptr;
+        if (lib_->mig_handle(gpu, m, &mig) == nvml::kSuccess) out.push_back(mig);
+    }
+    return out;
+}
 
 /// What names the node's devices now: each GPU's UUID, "mig:<uuid>" or "whole:<uuid>" for its mode, and
 /// its MIG instances' UUIDs. About a hundred cheap calls on an 8-GPU node.
@@ -154,18 +174,11 @@ std::set<std::string, std::less<>> NvmlSource::device_identities() const {
         const std::optional<std::string> uuid = uuid_of(handle);
         if (!uuid) continue;  // cannot tell: never a reason to start over
         out.insert(*uuid);
-        unsigned current = 0, pending = 0, slots = 0;
-        const bool mig = lib_->mig_mode != nullptr && lib_->mig_mode(handle, &current, &pending) == nvml::kSuccess &&
-                         current == nvml::kMigEnabled;
+        const bool mig = in_mig_mode(handle);
         out.insert((mig ? "mig:" : "whole:") + *uuid);  // a change of mode either way changes the devices
         if (!mig) continue;
-        if (lib_->max_mig_devices == nullptr || lib_->mig_handle == nullptr || lib_->max_mig_devices(handle, &slots) != nvml::kSuccess) {
-            continue;
-        }
-        for (unsigned m = 0; m < std::min(slots, 64u); ++m) {
-            nvml::Device mig = nullptr;
-            if (lib_->mig_handle(handle, m, &mig) != nvml::kSuccess) continue;
-            if (const std::optional<std::string> id = uuid_of(mig)) out.insert(*id);
+        for (const nvml::Device instance : mig_handles(handle)) {
+            if (const std::optional<std::string> id = uuid_of(instance)) out.insert(*id);
         }
     }
     return out;
@@ -203,21 +216,16 @@ void NvmlSource::add_gpu(unsigned index, nvml::Device handle, std::vector<std::s
     d.vendor = KEPLERSHM_GPU_NVIDIA;
     d.device_index = index;
     d.parent = d.gpu_instance_id = d.compute_instance_id = kNone;
-    char text[nvml::kUuidBufferSize] = {};
-    if (lib_->uuid != nullptr && lib_->uuid(handle, text, sizeof text) == nvml::kSuccess) keplershm::set_text(d.uuid, text);
-    std::memset(text, 0, sizeof text);
-    if (lib_->name != nullptr && lib_->name(handle, text, sizeof text) == nvml::kSuccess) keplershm::set_text(d.name, text);
+    if (const std::optional<std::string> uuid = uuid_of(handle)) keplershm::set_text(d.uuid, *uuid);
+    char name[nvml::kNameBufferSize] = {};
+    if (lib_->name != nullptr && lib_->name(handle, name, sizeof name) == nvml::kSuccess) keplershm::set_text(d.name, name);
     nvml::PciInfo pci{};
     if (lib_->pci_info != nullptr && lib_->pci_info(handle, &pci) == nvml::kSuccess) {
         keplershm::set_text(d.pci_bus_id, std::string_view(pci.busId, strnlen(pci.busId, sizeof pci.busId)));
     }
     unsigned limit_mw = 0;
     if (lib_->power_limit != nullptr && lib_->power_limit(handle, &limit_mw) == nvml::kSuccess) d.power_limit_mw = limit_mw;
-    unsigned current = 0, pending = 0;
-    if (lib_->mig_mode != nullptr && lib_->mig_mode(handle, &current, &pending) == nvml::kSuccess &&
-        current == nvml::kMigEnabled) {
-        d.flags |= KEPLERSHM_GPU_MIG_ENABLED;
-    }
+    if (in_mig_mode(handle)) d.flags |= KEPLERSHM_GPU_MIG_ENABLED;
     gpu.record = static_cast<uint32_t>(devices_.size());
     devices_.push_back(d);
     if (d.flags & KEPLERSHM_GPU_MIG_ENABLED) {
@@ -230,20 +238,12 @@ void NvmlSource::add_gpu(unsigned index, nvml::Device handle, std::vector<std::s
 /// A MIG-enabled GPU's instances, each a device record after its GPU (the layout at discovery: the
 /// segment's devices are fixed, and a new layout is a new generation, new_devices()).
 void NvmlSource::add_migs(Gpu& gpu) {
-    unsigned slots = 0;
-    if (lib_->max_mig_devices == nullptr || lib_->mig_handle == nullptr ||
-        lib_->max_mig_devices(gpu.handle, &slots) != nvml::kSuccess) {
-        return;
-    }
-    for (unsigned m = 0; m < std::min(slots, 64u); ++m) {
-        nvml::Device mig = nullptr;
-        if (lib_->mig_handle(gpu.handle, m, &mig) != nvml::kSuccess) continue;
+    for (const nvml::Device mig : mig_handles(gpu.handle)) {
         keplershm_gpu_device d = devices_[gpu.record];
         d.flags = KEPLERSHM_GPU_MIG_INSTANCE;
         d.parent = gpu.record;
         std::memset(d.uuid, 0, sizeof d.uuid);
-        char text[nvml::kUuidBufferSize] = {};
-        if (lib_->uuid != nullptr && lib_->uuid(mig, text, sizeof text) == nvml::kSuccess) keplershm::set_text(d.uuid, text);
+        if (const std::optional<std::string> uuid = uuid_of(mig)) keplershm::set_text(d.uuid, *uuid);
         unsigned id = kNone;
         if (lib_->gpu_instance_id != nullptr && lib_->gpu_instance_id(mig, &id) == nvml::kSuccess) d.gpu_instance_id = id;
         if (lib_->compute_instance_id != nullptr && lib_->compute_instance_id(mig, &id) == nvml::kSuccess) {
