@@ -34,8 +34,9 @@ const volatile __u64 ns_per_tick = 10000000; /* 1e9 / sysconf(_SC_CLK_TCK): USER
 const volatile __u32 hw_counters_enabled = 0; /* 0: no PMU event could be opened, skip the reads */
 
 /*
- * The next frame boundary, in bpf_ktime_get_ns() time; 0 before the first. User space publishes it a
- * little ahead of time and reads the maps only once it has passed, so the program itself cuts every
+ * The next frame boundary, in bpf_ktime_get_ns() time; 0 before the first. Its low bit alternates
+ * from one boundary to the next (user space draws them so): it names the boundary's cut marks' key.
+ * User space publishes it a little ahead of time and reads the maps only once it has passed, so the program itself cuts every
  * process's CPU time at the boundary (one boundary per frame, the same for every process and CPU):
  *   - the first charge of a process at or after the boundary first stores what the process had before
  *     it (a `cut_marks` entry);
@@ -76,10 +77,11 @@ struct {
     __type(value, struct kepler_thread);
 } threads SEC(".maps");
 
-/* Each process's CPU time at the current boundary (see cut_boundary_ns); replaced whole, never edited. */
+/* Each process's CPU time at the last two boundaries (see cut_boundary_ns and struct kepler_cut_mark);
+ * inserted whole, never edited. */
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
-    __uint(max_entries, 16384);      /* user space sizes it as `processes` */
+    __uint(max_entries, 32768);      /* user space sizes it as twice `processes` (two boundaries' marks) */
     __type(key, struct kepler_proc_key);
     __type(value, struct kepler_cut_mark);
 } cut_marks SEC(".maps");
@@ -90,6 +92,15 @@ struct {
     __type(key, __u32);
     __type(value, struct kepler_cpu_state);
 } cpu_states SEC(".maps");
+
+#ifdef KEPLER_CUT_STATS
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct kepler_cut_stats);
+} cut_stats SEC(".maps");
+#endif
 
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

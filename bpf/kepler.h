@@ -55,14 +55,20 @@ struct kepler_proc_stats {
     char comm[KEPLER_COMM_LEN];                /* group leader's comm (updated on exec) */
     __u64 marked_boundary_ns;                  /* the boundary whose cut mark this entry has (a hint for
                                                   the program only: user space reads `cut_marks`) */
+    __u64 fence;                               /* for the program only: a locked add on it orders the
+                                                  hint's store before a later load (mark_boundary()) */
 };
 
 /*
  * Value of the `cut_marks` hash map: the process's cpu_time_ns as it stood at a frame boundary, written
- * by the first charge after that boundary and before that charge is added. The map is only ever
- * written through bpf_map_update_elem(), which replaces a whole element under its bucket lock, and read
- * with batch lookups that copy under the same lock: user space never sees half of a mark (unlike the
- * in-place fields of `processes`, whose copy may tear between two fields).
+ * by the first charge after that boundary and before that charge is added. Its key is the process's key
+ * with `reserved` set to the boundary's parity (the low bit of boundary_ns, which user space alternates),
+ * so consecutive boundaries never share a mark: the first charger inserts it (BPF_NOEXIST) and any other
+ * thread of the process finds it there, and user space deletes a parity's marks once it has read them,
+ * before it publishes the next boundary of that parity. The map is only ever written through
+ * bpf_map_update_elem(), which inserts a whole element under its bucket lock, and read with batch
+ * lookups that copy under the same lock: user space never sees half of a mark (unlike the in-place
+ * fields of `processes`, whose copy may tear between two fields).
  */
 struct kepler_cut_mark {
     __u64 boundary_ns;  /* bpf_ktime_get_ns() value of the boundary */
@@ -116,7 +122,25 @@ enum kepler_drop_counter {
     KEPLER_DROP_UNKNOWN_SLICE = 2, /* slices whose start was not seen (first slice after load) */
     KEPLER_DROP_CUT_MARK = 3,      /* a cut mark did not fit into `cut_marks` (its process's frame may
                                       then hold time from after the boundary) */
-    KEPLER_DROP_COUNTERS = 4,
+    KEPLER_DROP_CUT_LATE = 4,      /* a charge from before a boundary was added after its process's mark
+                                      for it was taken (two threads of one process on two CPUs, one of
+                                      them stalled): that slice may land one frame late */
+    KEPLER_DROP_COUNTERS = 5,
+};
+
+/*
+ * Built with KEPLER_CUT_STATS only (cmake -DKEPLERSHM_BPF_CUT_STATS=ON): how far a switch stamped with
+ * the translated scheduler clock lay from the precise clock read at the same switch (one extra
+ * bpf_ktime_get_ns() per translated switch), per CPU, in log2 buckets of ns. Bucket 0 holds 0 ns,
+ * bucket i holds [2^(i-1), 2^i) ns (bucket 31: 1 s and more).
+ */
+#define KEPLER_LAG_BUCKETS 32
+struct kepler_cut_stats {
+    __u64 translated;                          /* switches measured */
+    __u64 early[KEPLER_LAG_BUCKETS];           /* translated stamp before the precise clock by ... */
+    __u64 late[KEPLER_LAG_BUCKETS];            /* ... or after it by ... */
+    __u64 max_early_ns;
+    __u64 max_late_ns;
 };
 
 #endif /* KEPLER_BPF_SHARED_H */

@@ -168,22 +168,61 @@ static __always_inline __u64 current_boundary(void)
     return *(volatile __u64 *)&cut_boundary_ns;
 }
 
-/* Before the first charge of a process at or after `boundary`: store what it had before the boundary.
+/* The key of a process's cut mark for `boundary`: its process key with the boundary's parity. */
+static __always_inline struct kepler_proc_key mark_key_of(const struct kepler_proc_key *key, __u64 boundary)
+{
+    struct kepler_proc_key slot = *key;
+    slot.reserved = (__u32)(boundary & 1);
+    return slot;
+}
+
+/*
+ * Before the first charge of a process at or after `boundary`: store what it had before the boundary.
+ * Two threads of one process may both be first on two CPUs. The mark is inserted, never replaced
+ * (BPF_NOEXIST): the first insert wins, and its total was read before any charge after the boundary,
+ * since every such charge comes after an insert (its own, or the failed insert that found the winner's).
  * SYNC POINT: the mark is in the map before the charge is added to cpu_time_ns, and user space reads
  * `processes` before `cut_marks` (bpf_source.cpp), so a total that holds a charge from after the
- * boundary always comes with its mark. */
+ * boundary always comes with its mark.
+ * A charge from before the boundary can still be added after the winner read the total (a vCPU stalled
+ * between its stamp and its add): the winner sees the total move after its insert, or the late charger
+ * sees the hint, and either counts KEPLER_DROP_CUT_LATE, so user space flags the frame. SYNC POINT:
+ * the locked add on `fence` orders the winner's hint store before its second load of the total, as the
+ * late charger's locked add on cpu_time_ns orders its add before its load of the hint (charge_before()).
+ */
 static __always_inline void mark_boundary(struct kepler_proc_stats *stats, const struct kepler_proc_key *key,
                                           __u64 boundary, __u64 now)
 {
     if (boundary == 0 || now < boundary || stats->marked_boundary_ns == boundary)
         return;
+    struct kepler_proc_key slot = mark_key_of(key, boundary);
     struct kepler_cut_mark mark = {.boundary_ns = boundary};
     mark.cpu_time_ns = *(volatile __u64 *)&stats->cpu_time_ns;
-    if (bpf_map_update_elem(&cut_marks, key, &mark, BPF_ANY) != 0) {
-        count_drop(KEPLER_DROP_CUT_MARK, 1); /* tried again at this process's next charge */
+    long err = bpf_map_update_elem(&cut_marks, &slot, &mark, BPF_NOEXIST);
+    if (err == -EEXIST) {
+        struct kepler_cut_mark *first = bpf_map_lookup_elem(&cut_marks, &slot);
+        if (!first || first->boundary_ns != boundary) {
+            count_drop(KEPLER_DROP_CUT_MARK, 1); /* a mark of two boundaries ago user space did not delete */
+            return;
+        }
+    } else if (err) {
+        count_drop(KEPLER_DROP_CUT_MARK, 1); /* map full: tried again at this process's next charge */
         return;
     }
     stats->marked_boundary_ns = boundary;
+    if (err == 0) {
+        __sync_fetch_and_add(&stats->fence, 0);
+        if (*(volatile __u64 *)&stats->cpu_time_ns != mark.cpu_time_ns)
+            count_drop(KEPLER_DROP_CUT_LATE, 1);
+    }
+}
+
+/* Adds a slice that ended before `boundary` (or with no boundary yet). See mark_boundary(). */
+static __always_inline void charge_before(struct kepler_proc_stats *stats, __u64 boundary, __u64 slice)
+{
+    __sync_fetch_and_add(&stats->cpu_time_ns, slice);
+    if (boundary != 0 && *(volatile __u64 *)&stats->marked_boundary_ns == boundary)
+        count_drop(KEPLER_DROP_CUT_LATE, 1);
 }
 
 /* Whether the slice ending now (started at the record's switch-in) began before `boundary` and ends at
@@ -240,7 +279,9 @@ static __always_inline struct kepler_proc_stats *account_current(struct kepler_c
     current_key(thread, pid_tgid, &key);
     struct kepler_proc_stats *stats = current_stats(&key);
     __u64 slice = slice_of_current(cpu, thread, (__u32)pid_tgid, now, runtime);
-    if (stats) {
+    if (stats && (boundary == 0 || now < boundary)) {
+        charge_before(stats, boundary, slice);
+    } else if (stats) {
         mark_boundary(stats, &key, boundary, now);
         __sync_fetch_and_add(&stats->cpu_time_ns, slice);
     } else {
@@ -315,6 +356,40 @@ static __always_inline void sample_clock(struct kepler_cpu_state *cpu, __u64 rq_
     cpu->clock_sampled_at_ns = rq_clock;
 }
 
+#ifdef KEPLER_CUT_STATS
+static __always_inline __u32 lag_bucket(__u64 ns)
+{
+    __u32 bucket = 0;
+    for (int bit = 0; bit < KEPLER_LAG_BUCKETS - 1 && ns != 0; ++bit) {
+        ++bucket;
+        ns >>= 1;
+    }
+    return bucket < KEPLER_LAG_BUCKETS ? bucket : KEPLER_LAG_BUCKETS - 1;
+}
+
+/* How far the translated stamp of this switch lies from the precise clock (see struct kepler_cut_stats). */
+static __always_inline void record_translation_lag(__u64 translated)
+{
+    __u32 zero = 0;
+    struct kepler_cut_stats *stats = bpf_map_lookup_elem(&cut_stats, &zero);
+    if (!stats)
+        return;
+    __u64 precise = bpf_ktime_get_ns();
+    stats->translated++;
+    if (translated <= precise) {
+        __u64 lag = precise - translated;
+        stats->early[lag_bucket(lag) & (KEPLER_LAG_BUCKETS - 1)]++;
+        if (lag > stats->max_early_ns)
+            stats->max_early_ns = lag;
+    } else {
+        __u64 lag = translated - precise;
+        stats->late[lag_bucket(lag) & (KEPLER_LAG_BUCKETS - 1)]++;
+        if (lag > stats->max_late_ns)
+            stats->max_late_ns = lag;
+    }
+}
+#endif
+
 /* Whether this switch may be stamped with the translated rq clock (see sample_clock()). */
 static __always_inline bool translation_usable(const struct kepler_cpu_state *cpu, __u64 rq_clock, __u64 boundary)
 {
@@ -345,6 +420,9 @@ static __always_inline int on_switch(__u64 prev_address, __u64 pid_tgid, __u64 p
          * is late by the smaller lag of two agreeing samples (µs), so it stays before a boundary that
          * this switch did not see. */
         now = rq_clock + cpu->clock_offset_ns;
+#ifdef KEPLER_CUT_STATS
+        record_translation_lag(now);
+#endif
         if (now < boundary)
             now = boundary;
         cpu->clock_translated++;

@@ -203,6 +203,8 @@ FrameSummary build_frame(keplershm::Draft& draft, const FrameInputs& in) {
     u.truncated_cpu_time_ns = time.truncated_ns;
     u.dropped_entries = sample.dropped_entries;
     u.exited_processes = sample.exited_processes;
+    u.inexact_cuts = sample.inexact_cuts;
+    if (sample.inexact_cuts != 0) f.flags |= KEPLERSHM_FRAME_CUT_INEXACT;
     u.cpu_time_ns = time.truncated_ns;  // without node CPU time, only what we know we left out
     if (in.node_cpu != nullptr) {
         mask |= KEPLERSHM_METRIC_NODE_CPU;

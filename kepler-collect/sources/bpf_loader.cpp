@@ -157,6 +157,9 @@ std::string bpf_prerequisite_problem() {
 std::unique_ptr<BpfProgram> BpfProgram::load(const BpfOptions& options) {
     if (std::string problem = bpf_prerequisite_problem(); !problem.empty()) throw CollectError(problem);
     if (options.max_processes == 0) throw CollectError("--bpf-max-processes must be at least 1");
+    if (options.max_processes > kMaxProcessEntries) {
+        throw CollectError(fmt::format("--bpf-max-processes must be at most {}", kMaxProcessEntries));
+    }
     if (options.max_threads == 0) throw CollectError("--bpf-max-threads must be at least 1");
     libbpf_set_print(libbpf_to_log);
 
@@ -215,7 +218,7 @@ void BpfProgram::size_maps(kepler_bpf* skel) const {
     skel->rodata->hw_counters_enabled = any_counter ? 1 : 0;
     bpf_map__set_max_entries(skel->maps.processes, max_processes_);
     bpf_map__set_max_entries(skel->maps.threads, max_threads_);
-    bpf_map__set_max_entries(skel->maps.cut_marks, max_processes_);  // at most one mark per process
+    bpf_map__set_max_entries(skel->maps.cut_marks, 2 * max_processes_);  // a mark per process and boundary parity
 }
 
 std::string BpfProgram::choose_programs(kepler_bpf* skel, AttachMode mode, std::vector<bpf_program*>& chosen) const {
@@ -292,6 +295,10 @@ int BpfProgram::processes_fd() const { return bpf_map__fd(skeleton_->maps.proces
 int BpfProgram::cpu_states_fd() const { return bpf_map__fd(skeleton_->maps.cpu_states); }
 int BpfProgram::drops_fd() const { return bpf_map__fd(skeleton_->maps.drops); }
 int BpfProgram::cut_marks_fd() const { return bpf_map__fd(skeleton_->maps.cut_marks); }
+
+#ifdef KEPLER_CUT_STATS
+int BpfProgram::cut_stats_fd() const { return bpf_map__fd(skeleton_->maps.cut_stats); }
+#endif
 
 void BpfProgram::publish_boundary(uint64_t boundary_ns) {
     // Through the map rather than the skeleton's mapping of .bss, which kernels without mmap-able

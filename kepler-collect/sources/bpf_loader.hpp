@@ -2,6 +2,7 @@
 // (tp_btf → raw_tp → tracepoint), and wires the hardware counters into its perf_event_array maps.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +21,9 @@ enum class AttachMode { tp_btf, raw_tp, tracepoint };
 
 [[nodiscard]] const char* to_string(AttachMode mode) noexcept;
 [[nodiscard]] std::optional<AttachMode> parse_attach_mode(std::string_view text) noexcept;
+
+/// The largest --bpf-max-processes: the cut marks map holds two entries per process.
+inline constexpr uint32_t kMaxProcessEntries = 1u << 24;
 
 struct BpfOptions {
     std::optional<AttachMode> attach;  // nullopt: try tp_btf, raw_tp, tracepoint in that order
@@ -46,6 +50,10 @@ public:
     [[nodiscard]] int cpu_states_fd() const;
     [[nodiscard]] int drops_fd() const;
     [[nodiscard]] int cut_marks_fd() const;
+#ifdef KEPLER_CUT_STATS
+    /// Per CPU struct kepler_cut_stats (built with -DKEPLERSHM_BPF_CUT_STATS=ON only).
+    [[nodiscard]] int cut_stats_fd() const;
+#endif
     /// Tells the program where the next frame boundary lies (bpf_ktime_get_ns() time; see
     /// cut_boundary_ns in kepler.bpf.c). Throws CollectError when the kernel refuses the update.
     void publish_boundary(uint64_t boundary_ns);

@@ -21,7 +21,15 @@ namespace kepler::collect {
 namespace {
 
 constexpr uint32_t kStaleCheckEvery = 60;   // samples between checks for entries whose process vanished
-constexpr int kStateReadAttempts = 4;       // re-reads of the per-CPU state when a copy was torn
+constexpr int kSpinningReads = 8;           // re-reads of the per-CPU states before waiting between them
+constexpr long kWaitStepNs = 20'000;         // then one re-read every 20 µs, up to the patience
+
+// log2 bucket of `ns` in µs (see CutStats::read_delay_us).
+size_t delay_bucket(uint64_t ns) noexcept {
+    size_t bucket = 0;
+    for (uint64_t us = ns / 1000; us != 0 && bucket + 1 < CutStats::kBuckets; us >>= 1) ++bucket;
+    return bucket;
+}
 
 uint64_t grown(uint64_t after, uint64_t before) noexcept { return after > before ? after - before : 0; }
 
@@ -102,8 +110,8 @@ BpfSource::BpfSource(const BpfOptions& options, std::string proc_root)
       proc_root_(std::move(proc_root)),
       keys_(new kepler_proc_key[program_->max_processes()]),
       values_(new kepler_proc_stats[program_->max_processes()]),
-      mark_keys_(new kepler_proc_key[program_->max_processes()]),
-      marks_(new kepler_cut_mark[program_->max_processes()]),
+      mark_keys_(new kepler_proc_key[2 * size_t{program_->max_processes()}]),
+      marks_(new kepler_cut_mark[2 * size_t{program_->max_processes()}]),
       clock_offset_ns_(time_namespace_offset_ns()),
       cpu_task_ns_(program_->possible_cpus(), 0),
       previous_boundary_ns_(kernel_now_ns()) {}
@@ -146,7 +154,7 @@ uint64_t BpfSource::draw_boundary() {
     constexpr int kAttempts = 8;
     uint64_t boundary = 0;
     for (int attempt = 0; attempt < kAttempts; ++attempt) {
-        boundary = kernel_now_ns() + kLead;
+        boundary = ((kernel_now_ns() + kLead) & ~uint64_t{1}) | boundary_parity_;  // see cut_boundary_ns
         program_->publish_boundary(boundary);
         if (kernel_now_ns() + kMargin <= boundary) break;
         // Preempted while publishing: a charge after the boundary may have missed it. Draw a later one.
@@ -157,6 +165,7 @@ uint64_t BpfSource::draw_boundary() {
                          static_cast<long>(user_boundary % 1'000'000'000)};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, nullptr) == EINTR) {
     }
+    boundary_parity_ ^= 1;
     return boundary;
 }
 
@@ -167,22 +176,43 @@ size_t BpfSource::read_entries() {
 
 BpfSource::ProcessTimes BpfSource::read_marks(uint64_t boundary) {
     const size_t count = read_process_map(program_->cut_marks_fd(), mark_keys_.get(), marks_.get(),
-                                          program_->max_processes(), "cut marks");
+                                          2 * program_->max_processes(), "cut marks");
     ProcessTimes at_boundary;
+    std::vector<kepler_proc_key> previous;  // the last boundary's (the other parity), read a frame ago
     for (size_t i = 0; i < count; ++i) {
-        if (marks_[i].boundary_ns == boundary) at_boundary[to_key(mark_keys_[i])] = marks_[i].cpu_time_ns;
+        if (marks_[i].boundary_ns == boundary) {
+            at_boundary[to_key(mark_keys_[i])] = marks_[i].cpu_time_ns;
+        } else {
+            previous.push_back(mark_keys_[i]);
+        }
     }
+    delete_marks(previous);
     return at_boundary;
 }
 
-BpfSource::CpuStates BpfSource::read_cpu_states() const {
+// Before the next boundary of their parity is published, so that its first charger of each process
+// inserts afresh (see mark_boundary() in kepler_account.bpf.h). No program writes a mark of the last
+// boundary any more: every charge stamped before this boundary has been stored (read_cpu_states()).
+void BpfSource::delete_marks(const std::vector<kepler_proc_key>& keys) {
+    if (keys.empty()) return;
+    auto count = static_cast<uint32_t>(keys.size());
+    if (bpf_map_delete_batch(program_->cut_marks_fd(), keys.data(), &count, nullptr) == 0) return;
+    for (const kepler_proc_key& key : keys) bpf_map_delete_elem(program_->cut_marks_fd(), &key);  // before 5.6
+}
+
+// A copy is torn while a program on that CPU is between begin_state_write() and end_state_write(). The
+// program runs with interrupts off for about a microsecond, but a hypervisor can stop the vCPU inside it
+// for milliseconds, and until it resumes, that CPU's charges from before the boundary may not be in the
+// maps. So a CPU still torn after a few re-reads is waited for, up to `patience`.
+BpfSource::CpuStates BpfSource::read_cpu_states(std::chrono::nanoseconds patience) const {
     const uint32_t cpus = program_->possible_cpus();
     const size_t stride = (sizeof(kepler_cpu_state) + 7) & ~size_t{7};  // per-CPU values are 8-byte aligned
     std::vector<uint8_t> buffer(stride * cpus);
     CpuStates states(cpus);
     const uint32_t zero = 0;
-
-    for (int attempt = 0; attempt < kStateReadAttempts; ++attempt) {
+    const uint64_t start = monotonic_now_ns();
+    const uint64_t deadline = start + static_cast<uint64_t>(patience.count());
+    for (int attempt = 0;; ++attempt) {
         if (bpf_map_lookup_elem(program_->cpu_states_fd(), &zero, buffer.data()) != 0) {
             throw CollectError(fmt::format("bpf: reading the per-CPU state: {}", std::strerror(errno)));
         }
@@ -193,12 +223,27 @@ BpfSource::CpuStates BpfSource::read_cpu_states() const {
             std::memcpy(&s, buffer.data() + cpu * stride, sizeof s);
             // SYNC POINT: pairs with begin_state_write()/end_state_write() in kepler_account.bpf.h: a copy
             // is whole when both version words agree (see kepler.h).
-            if (s.version_end == s.version_begin) states[cpu] = s;
-            else all = false;
+            if (s.version_end == s.version_begin) {
+                states[cpu] = s;
+            } else {
+                all = false;
+                ++cut_stats_.torn_copies;
+            }
         }
-        if (all) break;
+        const uint64_t now = monotonic_now_ns();
+        if (all || now >= deadline) {
+            if (attempt >= kSpinningReads) {
+                ++cut_stats_.writer_waits;
+                cut_stats_.max_writer_wait_ns = std::max(cut_stats_.max_writer_wait_ns, now - start);
+            }
+            break;
+        }
+        if (attempt >= kSpinningReads) {
+            const timespec step{0, kWaitStepNs};
+            nanosleep(&step, nullptr);
+        }
     }
-    return states;  // a CPU still torn: its spanning slice and clocks show in the next frame
+    return states;  // a CPU still torn: its spanning slice and clocks show in the next frame, flagged
 }
 
 // Each CPU's slice that was running at the boundary: ended since (the program kept its part before the
@@ -261,20 +306,35 @@ ProcessKey BpfSource::resolve_thread(uint32_t tid) const {
     return parsed ? ProcessKey{static_cast<uint32_t>(tgid), parsed->start_ticks} : ProcessKey{};
 }
 
-uint64_t BpfSource::read_drops() {
-    const uint32_t cpus = program_->possible_cpus();
-    std::vector<uint64_t> per_cpu(cpus);
-    const uint32_t index = KEPLER_DROP_MAP_FULL;
-    if (bpf_map_lookup_elem(program_->drops_fd(), &index, per_cpu.data()) != 0) return drops_seen_;
+uint64_t BpfSource::read_drop_counter(uint32_t index) const {
+    std::vector<uint64_t> per_cpu(program_->possible_cpus());
+    if (bpf_map_lookup_elem(program_->drops_fd(), &index, per_cpu.data()) != 0) {
+        return 0;  // never seen: the array always has the slot; the counts stay as they were
+    }
     uint64_t total = 0;
     for (uint64_t v : per_cpu) total += v;
     return total;
 }
 
+void BpfSource::count_inexact(const CpuStates& states, SourceSample& out) {
+    const auto torn = static_cast<uint64_t>(std::count(states.begin(), states.end(), std::nullopt));
+    const uint64_t lost = read_drop_counter(KEPLER_DROP_CUT_MARK);
+    const uint64_t late = read_drop_counter(KEPLER_DROP_CUT_LATE);
+    out.inexact_cuts = torn + grown(lost, lost_marks_seen_) + grown(late, late_charges_seen_);
+    cut_stats_.inexact_cpus += torn;
+    cut_stats_.lost_marks += grown(lost, lost_marks_seen_);
+    cut_stats_.late_charges += grown(late, late_charges_seen_);
+    lost_marks_seen_ = std::max(lost_marks_seen_, lost);
+    late_charges_seen_ = std::max(late_charges_seen_, late);
+}
+
 void BpfSource::delete_entry(const ProcessKey& key) {
     const kepler_proc_key k = to_bpf_key(key);
     bpf_map_delete_elem(program_->processes_fd(), &k);  // ENOENT is fine: already gone
-    bpf_map_delete_elem(program_->cut_marks_fd(), &k);
+    for (uint32_t parity : {0u, 1u}) {
+        const kepler_proc_key mark{k.tgid, parity, k.start_ticks};
+        bpf_map_delete_elem(program_->cut_marks_fd(), &mark);
+    }
     ledger_.erase(key);
 }
 
@@ -329,11 +389,16 @@ SourceSample BpfSource::sample() {
     const uint64_t boundary = draw_boundary();
     out.read_time_ns = user_clock_ns(boundary);
     const CpuStates states = read_cpu_states();
+    const uint64_t read_delay = grown(kernel_now_ns(), boundary);
+    ++cut_stats_.frames;
+    ++cut_stats_.read_delay_us[delay_bucket(read_delay)];
+    cut_stats_.max_read_delay_ns = std::max(cut_stats_.max_read_delay_ns, read_delay);
     ProcessTimes in_flight = read_spanning(states, boundary);
     out.node_cpu = node_cpu_time(states, boundary);
     const size_t entries = read_entries();
     const ProcessTimes marks = read_marks(boundary);  // after the entries: see mark_boundary()
-    const uint64_t drops = read_drops();
+    count_inexact(states, out);
+    const uint64_t drops = read_drop_counter(KEPLER_DROP_MAP_FULL);
     out.dropped_entries = grown(drops, drops_seen_);
     drops_seen_ = std::max(drops_seen_, drops);
     out.metric_mask = metric_mask();

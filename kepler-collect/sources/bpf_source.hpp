@@ -2,6 +2,8 @@
 // interval deltas, with a running task's time credited up to the interval boundary.
 #pragma once
 
+#include <array>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,10 +39,37 @@ namespace kepler::collect {
 /// busy time the kernel keeps off task clocks (interrupts with IRQ_TIME_ACCOUNTING, hypervisor steal)
 /// counts as idle here.
 ///
+/// The cut is exact only once every program that stamped a charge before T has stored it: the read of
+/// the per-CPU states waits (up to `kWriterPatience`) for a CPU whose state a program is writing, which
+/// is how a vCPU stalled inside the program shows. A CPU still being written after that, a cut mark that
+/// did not fit, or a charge from before T added after its process's mark was taken (see mark_boundary()
+/// in kepler_account.bpf.h) make the sample's `inexact_cuts` non-zero: the frame says so rather than
+/// pass a wrong split off as exact.
+///
 /// Entries are never drained: an entry is deleted one interval after its process was reported EXITED
 /// (or when a periodic check finds its process gone). Not thread-safe.
+/// What the cut has met so far (BpfSource::cut_stats()): the evidence behind "exact", for tests and
+/// bench/kepler-collect/cut_probe.
+struct CutStats {
+    static constexpr size_t kBuckets = 32;
+    uint64_t frames = 0;
+    uint64_t torn_copies = 0;         // per-CPU copies read while a program was writing that CPU's state
+    uint64_t writer_waits = 0;        // frames that waited past the first re-reads for a CPU's writer
+    uint64_t max_writer_wait_ns = 0;  // the longest such wait
+    uint64_t inexact_cpus = 0;        // CPUs still being written when the patience ran out
+    uint64_t lost_marks = 0;          // cut marks that did not fit (KEPLER_DROP_CUT_MARK)
+    uint64_t late_charges = 0;        // charges from before a boundary added after its mark (KEPLER_DROP_CUT_LATE)
+    /// From the boundary to the read of the per-CPU states, in log2 buckets of µs (0: under 1 µs,
+    /// i: [2^(i-1), 2^i) µs).
+    std::array<uint64_t, kBuckets> read_delay_us{};
+    uint64_t max_read_delay_ns = 0;
+};
+
 class BpfSource final : public ProcessSource {
 public:
+    /// How long the read of the per-CPU states waits for a program still writing one of them.
+    static constexpr std::chrono::milliseconds kWriterPatience{100};
+
     explicit BpfSource(const BpfOptions& options, std::string proc_root = "/proc");
     ~BpfSource() override;
 
@@ -51,9 +80,11 @@ public:
 
     [[nodiscard]] const BpfProgram& program() const noexcept { return *program_; }
 
-    /// Per CPU: its state as the program last left it, or nullopt when every copy of it was torn.
+    /// Per CPU: its state as the program last left it, or nullopt when it was still being written after
+    /// `patience`.
     using CpuStates = std::vector<std::optional<kepler_cpu_state>>;
-    [[nodiscard]] CpuStates read_cpu_states() const;
+    [[nodiscard]] CpuStates read_cpu_states(std::chrono::nanoseconds patience = kWriterPatience) const;
+    [[nodiscard]] const CutStats& cut_stats() const noexcept { return cut_stats_; }
     /// The clock of the program's timestamps and frame boundaries: bpf_ktime_get_ns(), the initial time
     /// namespace's CLOCK_MONOTONIC.
     [[nodiscard]] uint64_t kernel_now_ns() const noexcept;
@@ -76,7 +107,12 @@ private:
     ProcessTimes read_spanning(const CpuStates& states, uint64_t boundary);
     NodeCpuSample node_cpu_time(const CpuStates& states, uint64_t boundary);
     ProcessKey resolve_thread(uint32_t tid) const;
-    uint64_t read_drops();
+    /// The program's drop counter `index` (enum kepler_drop_counter), summed over CPUs.
+    uint64_t read_drop_counter(uint32_t index) const;
+    /// Counts what made this boundary's cut inexact (see the class comment) into `out` and cut_stats_.
+    void count_inexact(const CpuStates& states, SourceSample& out);
+    /// The marks of the previous boundary (the other parity), read by now.
+    void delete_marks(const std::vector<kepler_proc_key>& keys);
     void delete_entry(const ProcessKey& key);
     void collect_stale(const std::vector<ProcessKey>& quiet);
     /// `cpu_time_ns`: the process's total at this boundary.
@@ -95,6 +131,10 @@ private:
     std::vector<uint64_t> cpu_task_ns_;  // per CPU: task time at the previous boundary
     uint64_t previous_boundary_ns_ = 0;  // bpf_ktime_get_ns() time; the load time before the first
     uint64_t drops_seen_ = 0;
+    uint64_t lost_marks_seen_ = 0;
+    uint64_t late_charges_seen_ = 0;
+    uint64_t boundary_parity_ = 0;       // the low bit of the next boundary (see cut_boundary_ns)
+    mutable CutStats cut_stats_;
     uint64_t samples_ = 0;
 };
 

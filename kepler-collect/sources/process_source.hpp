@@ -48,6 +48,9 @@ struct SourceSample {
     uint64_t metric_mask = 0;                // enum keplershm_metric valid for this interval
     uint64_t dropped_entries = 0;            // events the source could not store (BPF map full)
     uint64_t exited_processes = 0;           // processes that ended during the interval
+    /// Places where the cut at this boundary may be off by a slice (eBPF: CPUs still being written,
+    /// lost or late cut marks); 0 = exact. The frame carries it (KEPLERSHM_FRAME_CUT_INEXACT).
+    uint64_t inexact_cuts = 0;
     /// Node CPU time on the same clock as the processes' and cut at the same boundary. Both sources set
     /// it (eBPF per CPU; procfs as equal per-CPU shares of the processes' busy time). nullopt: the frame
     /// goes out without node CPU time (no CPU samples, no NODE_CPU bit); /proc/stat is never read.

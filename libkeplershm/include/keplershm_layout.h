@@ -94,7 +94,7 @@ extern "C" {
  * platform_meter_id (PROTOCOL.md §9). Minor 4: GPUs — sections GPU_DEVICES (each GPU and MIG instance, its
  * facts and state this interval) and GPU_USAGE (per process and device: engine time, memory), with their
  * capacities in the header (PROTOCOL.md §10). */
-#define KEPLERSHM_ABI_MINOR 4
+#define KEPLERSHM_ABI_MINOR 5
 /* Readers accept this major and the one before it (none before 1). */
 #define KEPLERSHM_ABI_OLDEST_MAJOR 1
 
@@ -185,6 +185,8 @@ enum keplershm_frame_flag {
     KEPLERSHM_FRAME_FIRST = 1u << 1,          /* first frame of this generation: deltas since writer start */
     KEPLERSHM_FRAME_WORKLOADS_TRUNCATED = 1u << 2,
     KEPLERSHM_FRAME_STRINGS_TRUNCATED = 1u << 3,
+    /* 1.5: the processes' CPU time may be cut off by a slice at this frame's end (unaccounted.inexact_cuts) */
+    KEPLERSHM_FRAME_CUT_INEXACT = 1u << 4,
 };
 
 enum keplershm_process_flag {
@@ -351,7 +353,8 @@ struct keplershm_unaccounted {          /* 64 bytes in ABI 1.0 */
     uint64_t truncated_cpu_time_ns;     /* unit: ns  their CPU time (included in cpu_time_ns) */
     uint64_t dropped_entries;           /* unit: count  entries the source could not store (BPF map full) */
     uint64_t exited_processes;          /* unit: count  processes that exited in the interval */
-    uint64_t reserved[3];               /* unit: none */
+    uint64_t inexact_cuts;              /* unit: count  1.5: places the cut at the interval's end may be off by a slice */
+    uint64_t reserved[2];               /* unit: none */
 };
 
 struct keplershm_section {              /* 16 bytes */

@@ -96,6 +96,10 @@ inline void fill(Draft& d) {
         d.add_zone(z);
     }
     d.unaccounted().cpu_time_ns = 7;
+    if (n == 2) {  // 1.5: the second frame's cut was inexact on one CPU
+        f.flags |= KEPLERSHM_FRAME_CUT_INEXACT;
+        d.unaccounted().inexact_cuts = 1;
+    }
     fill_gpus(d);
 }
 

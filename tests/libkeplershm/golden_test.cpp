@@ -49,6 +49,12 @@ void expect_golden_frame(const FrameView& view) {
     EXPECT_EQ(view.zones()[1].energy_delta_uj, 10'000'000u);
     EXPECT_EQ(view.cpus()[1].user_ns, n * 10 + 1);
     EXPECT_EQ(view.unaccounted()->cpu_time_ns, 7u);
+    if (view.segment().abi_minor >= 5) {  // before 1.5 the field was reserved, and zero
+        EXPECT_EQ(view.unaccounted()->inexact_cuts, n == 2 ? 1u : 0u);
+        EXPECT_EQ((view.header().flags & KEPLERSHM_FRAME_CUT_INEXACT) != 0, n == 2);
+    } else {
+        EXPECT_EQ(view.unaccounted()->inexact_cuts, 0u);
+    }
     EXPECT_EQ(get_text(view.segment().node_name), "golden-node");
     EXPECT_EQ(get_text(view.segment().zones[1].name), "dram-0");
     if (view.segment().abi_minor < 4) {
@@ -70,7 +76,7 @@ std::vector<std::filesystem::path> layouts() {
 }
 
 TEST(Golden, EveryReleasedLayoutIsPresent) {
-    for (const std::string layout : {"abi-1.0", "abi-1.1", "abi-1.2", "abi-1.3", "abi-1.4"}) {
+    for (const std::string layout : {"abi-1.0", "abi-1.1", "abi-1.2", "abi-1.3", "abi-1.4", "abi-1.5"}) {
         EXPECT_TRUE(std::filesystem::exists(kGoldenRoot / layout / "segment.bin")) << layout;
         EXPECT_TRUE(std::filesystem::exists(kGoldenRoot / layout / "recording.kshmrec")) << layout;
     }
