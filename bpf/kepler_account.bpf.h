@@ -232,13 +232,23 @@ static __always_inline bool slice_spans(const struct kepler_cpu_state *cpu, __u6
     return boundary != 0 && now >= boundary && cpu->running_since_ns != 0 && cpu->running_since_ns < boundary;
 }
 
-/* The part before `boundary` of a spanning slice: wall time since the switch-in, which never exceeds the
- * slice (the scheduler's count of it). */
-static __always_inline __u64 part_before_boundary(const struct kepler_cpu_state *cpu, __u64 boundary,
+/* The part before `boundary` of a spanning slice that ends `now`: wall time since the switch-in, which
+ * never exceeds the slice (the scheduler's count of it), and at least what of the slice does not fit
+ * after the boundary. The scheduler can count more than the stamps span: a switch that follows a
+ * wakeup's preemption reuses the run queue's clock of the wakeup (the update is skipped), which a
+ * stalled vCPU can leave milliseconds behind the precise stamp, and the task's runtime starts there. That
+ * time lies before the switch-in, so before the boundary: the part after it stays within `now - boundary`
+ * and no frame is credited more than its wall time. */
+static __always_inline __u64 part_before_boundary(const struct kepler_cpu_state *cpu, __u64 boundary, __u64 now,
                                                   __u64 slice)
 {
     __u64 before = boundary - cpu->running_since_ns;
-    return before < slice ? before : slice;
+    if (before > slice)
+        before = slice;
+    __u64 after_wall = now - boundary;
+    if (slice - before > after_wall)
+        before = slice - after_wall;
+    return before;
 }
 
 /* The slice ending now spans `boundary`: keep its part before the boundary for user space (one such
@@ -249,7 +259,7 @@ static __always_inline void record_spanning(struct kepler_cpu_state *cpu, const 
     if (cpu->tid != tid || !slice_spans(cpu, boundary, now))
         return;
     cpu->spanned_boundary_ns = boundary;
-    cpu->spanned_before_ns = part_before_boundary(cpu, boundary, slice);
+    cpu->spanned_before_ns = part_before_boundary(cpu, boundary, now, slice);
     cpu->spanned_process = *key;
 }
 
@@ -263,7 +273,7 @@ static __always_inline void mark_cpu_task_time(struct kepler_cpu_state *cpu, __u
         return;
     __u64 task = cpu->task_ns;
     if (slice_spans(cpu, boundary, now))
-        task += part_before_boundary(cpu, boundary, slice);
+        task += part_before_boundary(cpu, boundary, now, slice);
     cpu->task_at_mark_ns = task;
     cpu->marked_boundary_ns = boundary;
 }

@@ -63,7 +63,8 @@ class CpuSample(C.Structure):
 
 class Unaccounted(C.Structure):
     _fields_ = [("cpu_time_ns", u64), ("truncated_processes", u64), ("truncated_cpu_time_ns", u64),
-                ("dropped_entries", u64), ("exited_processes", u64), ("reserved", u64 * 3)]
+                ("dropped_entries", u64), ("exited_processes", u64), ("inexact_cuts", u64),  # 1.5
+                ("reserved", u64 * 2)]
 
 
 class Section(C.Structure):

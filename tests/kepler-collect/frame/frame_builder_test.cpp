@@ -105,6 +105,22 @@ TEST_F(FrameBuilderTest, UnaccountedTimeIsReportedNotSpread) {
     EXPECT_EQ(f.unaccounted()->exited_processes, 1u);
     EXPECT_EQ(f.cpus().size(), 2u);
     EXPECT_EQ(f.zones().size(), 0u);
+    EXPECT_EQ(f.header().flags & KEPLERSHM_FRAME_CUT_INEXACT, 0u) << "an exact cut is not flagged";
+    EXPECT_EQ(f.unaccounted()->inexact_cuts, 0u);
+}
+
+TEST_F(FrameBuilderTest, AnInexactCutIsSaidInTheFrame) {
+    SourceSample sample;
+    sample.processes = {process(10, 300, "a")};
+    sample.inexact_cuts = 2;  // e.g. one CPU still being written and one late charge
+    const NodeCpuSample cpu = node(300);
+    FrameInputs in;
+    in.sample = &sample;
+    in.node_cpu = &cpu;
+    const keplershm::FrameView f = publish(in);
+    EXPECT_NE(f.header().flags & KEPLERSHM_FRAME_CUT_INEXACT, 0u);
+    ASSERT_NE(f.unaccounted(), nullptr);
+    EXPECT_EQ(f.unaccounted()->inexact_cuts, 2u);
 }
 
 TEST_F(FrameBuilderTest, TruncationKeepsTheBusiestAndAsksToGrow) {

@@ -146,6 +146,27 @@ TEST(BpfSource, ChildrenSharingACpuAreCutAtOneBoundary) {
     expect_pair_cut_at_each_boundary(source, first.pid(), second.pid(), totals);
 }
 
+// Steal as the busy child meets it: a rival on its CPU wakes every 5 ms and preempts it (both at nice -20),
+// so its CPU is taken away at random points around every boundary, and each preemption is a wakeup's
+// switch, which the scheduler stamps with the clock of the wakeup, not of the switch (the run queue's
+// clock update is skipped). The cut still holds: together never more than the interval, each within its
+// own CPU clock, and no frame flagged inexact on a machine whose vCPUs are not stalled for 100 ms.
+TEST(BpfSource, BusyChildWithARivalStealingItsCpuIsCutAtEachBoundary) {
+    SKIP_WITHOUT_BPF();
+    BpfSource source(BpfOptions{});
+    BusyChild child(testing::test_cpu(), 1.0);
+    BusyChild rival(testing::test_cpu(), 0.5);
+    testing::sleep_ms(200);
+    CutTotals totals;
+    expect_pair_cut_at_each_boundary(source, child.pid(), rival.pid(), totals);
+    if (HasFatalFailure()) return;
+    const uint64_t task = totals.task_ns, processes = totals.processes_ns;
+    EXPECT_LE(task > processes ? task - processes : processes - task, task / 50)
+        << "tasks " << task << " ns, processes " << processes << " ns";
+    EXPECT_EQ(source.cut_stats().inexact_cpus, 0u) << "a CPU's state still being written 100 ms after a boundary";
+    EXPECT_EQ(source.cut_stats().lost_marks, 0u);
+}
+
 /// Two processes on one CPU handing a byte back and forth through two pipes: ~10^5 context switches a
 /// second, so slices end all the time, also while the source reads its maps, and a slice spans nearly
 /// every boundary.
