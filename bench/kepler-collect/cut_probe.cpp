@@ -6,7 +6,7 @@
 // process on the same CPU that spins 3 ms and sleeps 2 ms, so slices span the boundaries); each frame
 // checks the child against its own CPU clock and against the frame's wall interval.
 //
-//   cut_probe [--frames N] [--interval-ms MS] [--competitor]        (root: loads the eBPF program)
+//   cut_probe [--frames N] [--interval-ms MS] [--competitor] [--attach MODE]   (root: loads the eBPF program)
 #include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <optional>
 #include <thread>
 
 #include <bpf/bpf.h>
@@ -63,7 +64,8 @@ uint64_t child_ns(const SourceSample& s, pid_t pid) {
     return 0;
 }
 
-void print_histogram(const char* title, const uint64_t* buckets, size_t count, const char* unit) {
+template <class Count>
+void print_histogram(const char* title, const Count* buckets, size_t count, const char* unit) {
     std::printf("%s\n", title);
     for (size_t i = 0; i < count; ++i) {
         if (buckets[i] == 0) continue;
@@ -106,18 +108,23 @@ int main(int argc, char** argv) {
     int frames = 60;
     int interval_ms = 500;
     bool competitor = false;
+    std::optional<kepler::collect::AttachMode> attach;
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
         if (arg == "--frames" && i + 1 < argc) frames = std::stoi(argv[++i]);
         else if (arg == "--interval-ms" && i + 1 < argc) interval_ms = std::stoi(argv[++i]);
         else if (arg == "--competitor") competitor = true;
+        else if (arg == "--attach" && i + 1 < argc) attach = kepler::collect::parse_attach_mode(argv[++i]);
         else {
-            std::fprintf(stderr, "usage: %s [--frames N] [--interval-ms MS] [--competitor]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--frames N] [--interval-ms MS] [--competitor] [--attach tp_btf|raw_tp|tracepoint]\n",
+                         argv[0]);
             return 2;
         }
     }
     try {
-        BpfSource source(BpfOptions{});
+        BpfOptions options;
+        options.attach = attach;
+        BpfSource source(options);
         const int cpu = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) - 1;
         const pid_t busy = spawn_pinned(cpu, 0, 0);
         const pid_t rival = competitor ? spawn_pinned(cpu, 3000, 2000) : -1;

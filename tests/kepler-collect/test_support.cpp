@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <new>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -33,7 +35,7 @@ uint64_t thread_cpu_ns() {
     return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-[[noreturn]] void child_main(int cpu, double duty, int ready_fd) {
+[[noreturn]] void child_main(int cpu, double duty, int ready_fd, std::atomic<uint64_t>& clock) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     // With autogroups (CONFIG_SCHED_AUTOGROUP) nice only ranks tasks inside one session's group, and
     // each busy session elsewhere (parallel builds) weighs as much as ours: take a session of our own
@@ -51,6 +53,7 @@ uint64_t thread_cpu_ns() {
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);
     sched_setaffinity(0, sizeof set, &set);
+    clock.store(thread_cpu_ns(), std::memory_order_relaxed);
     const char ready = 1;
     if (write(ready_fd, &ready, 1) != 1) _exit(3);
     close(ready_fd);
@@ -58,9 +61,11 @@ uint64_t thread_cpu_ns() {
     volatile uint64_t sink = 0;
     for (;;) {
         const uint64_t until = thread_cpu_ns() + static_cast<uint64_t>(duty * period_ns);
-        while (thread_cpu_ns() < until) {
+        for (uint64_t now = thread_cpu_ns(); now < until; now = thread_cpu_ns()) {
+            clock.store(now, std::memory_order_relaxed);  // a reading, ordered with nothing else
             for (int i = 0; i < 1000; ++i) sink = sink + static_cast<uint64_t>(i);
         }
+        clock.store(thread_cpu_ns(), std::memory_order_relaxed);
         if (duty < 1.0) {
             const auto idle = std::chrono::nanoseconds(static_cast<int64_t>((1.0 - duty) * period_ns));
             std::this_thread::sleep_for(idle);
@@ -70,13 +75,16 @@ uint64_t thread_cpu_ns() {
 }  // namespace
 
 BusyChild::BusyChild(int cpu, double duty) {
+    void* page = mmap(nullptr, sizeof(std::atomic<uint64_t>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED) throw std::runtime_error("mmap of the child's clock failed");
+    clock_ = new (page) std::atomic<uint64_t>(0);
     int ready[2];
     if (pipe(ready) != 0) throw std::runtime_error("pipe failed");
     pid_ = fork();
     if (pid_ < 0) throw std::runtime_error("fork failed");
     if (pid_ == 0) {
         close(ready[0]);
-        child_main(cpu, duty, ready[1]);
+        child_main(cpu, duty, ready[1], *clock_);
     }
     close(ready[1]);
     // Returns once the child runs at its final priority on its CPU, so tests measure it from there.
@@ -86,7 +94,12 @@ BusyChild::BusyChild(int cpu, double duty) {
     close(ready[0]);
 }
 
-BusyChild::~BusyChild() { stop(); }
+BusyChild::~BusyChild() {
+    stop();
+    munmap(clock_, sizeof(std::atomic<uint64_t>));
+}
+
+uint64_t BusyChild::cpu_ns() const noexcept { return clock_->load(std::memory_order_relaxed); }
 
 uint64_t BusyChild::stop() {
     if (pid_ <= 0) return 0;
@@ -116,11 +129,11 @@ uint64_t process_cpu_ns(pid_t pid) {
     return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-Bracketed sample_bracketed(ProcessSource& source, pid_t pid) {
+Bracketed sample_bracketed(ProcessSource& source, const BusyChild& child) {
     Bracketed b;
-    b.before_ns = process_cpu_ns(pid);
+    b.before_ns = child.cpu_ns();
     b.sample = source.sample();
-    b.after_ns = process_cpu_ns(pid);
+    b.after_ns = child.cpu_ns();
     return b;
 }
 

@@ -2,6 +2,8 @@
 // pattern, reading a process's own accounting from /proc, temporary directories, fixtures, privilege checks.
 #pragma once
 
+#include <atomic>
+
 #include <sys/types.h>
 
 #include <cstdint>
@@ -23,11 +25,16 @@ public:
     BusyChild& operator=(const BusyChild&) = delete;
     ~BusyChild();
     [[nodiscard]] pid_t pid() const noexcept { return pid_; }
+    /// Its CPU time now, as the child reads its own thread clock (published at least every few µs while
+    /// it runs; while it does not run, the clock does not move either). The truth the timing tests
+    /// measure against: process_cpu_ns() lags a task running on another CPU by up to a tick.
+    [[nodiscard]] uint64_t cpu_ns() const noexcept;
     /// Stops the child and returns its total CPU time from wait4's rusage.
     uint64_t stop();
 
 private:
     pid_t pid_ = -1;
+    std::atomic<uint64_t>* clock_ = nullptr;  // in a page shared with the child
 };
 
 /// /proc/<pid>/stat field 22 and utime+stime in ns (USER_HZ ticks converted).
@@ -37,18 +44,21 @@ struct ProcTimes {
 };
 [[nodiscard]] ProcTimes proc_times(pid_t pid);
 
-/// The scheduler's exact count of a process's CPU time, all threads, including the slice it is running
-/// now (clock_getcpuclockid; /proc/<pid>/schedstat lags by up to a tick for a running task).
+/// The scheduler's count of another process's CPU time, all threads (clock_getcpuclockid). Exact for
+/// slices that ended; a slice running on another CPU shows only up to that CPU's last tick (4 ms at
+/// HZ=250, longer while a vCPU is stopped): the kernel skips other tasks' pending time. For processes
+/// that switch every few µs (a ping-pong pair) that is exact enough; a busy child reads its own clock
+/// (BusyChild::cpu_ns()).
 [[nodiscard]] uint64_t process_cpu_ns(pid_t pid);
 
-/// A sample taken between two reads of a process's CPU clock: the sample's boundary lies between
+/// A sample taken between two reads of a busy child's CPU clock: the sample's boundary lies between
 /// them, so the scheduler's count over an interval is bracketed exactly even on a loaded machine.
 struct Bracketed {
     SourceSample sample;
     uint64_t before_ns = 0;
     uint64_t after_ns = 0;
 };
-Bracketed sample_bracketed(ProcessSource& source, pid_t pid);
+Bracketed sample_bracketed(ProcessSource& source, const BusyChild& child);
 
 /// A fresh directory under $TMPDIR, removed on destruction.
 class TempDir {

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <csignal>
+#include <functional>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -60,12 +61,12 @@ TEST(BpfSource, BusyChildGetsWholeIntervalEveryFrameAndMatchesProcStat) {
     BusyChild child(testing::test_cpu(), 1.0);
     testing::sleep_ms(200);
     // The child started mid-interval: this first interval only counts towards the total.
-    testing::Bracketed previous = testing::sample_bracketed(source, child.pid());
+    testing::Bracketed previous = testing::sample_bracketed(source, child);
     const ProcessActivity* first = find(previous.sample, child.pid());
     uint64_t total = first != nullptr ? first->cpu_time_ns : 0;
     for (int frame = 0; frame < 4; ++frame) {
         testing::sleep_ms(1000);
-        const testing::Bracketed now = testing::sample_bracketed(source, child.pid());
+        const testing::Bracketed now = testing::sample_bracketed(source, child);
         const ProcessActivity* p = find(now.sample, child.pid());
         ASSERT_NE(p, nullptr) << "frame " << frame << ": the busy child is missing";
         total += p->cpu_time_ns;
@@ -100,8 +101,11 @@ struct CutTotals {
 /// Six 500 ms frames of two processes sharing one CPU. Every process is cut at the same boundary:
 /// together they are never credited more than the interval, and each gets what its own CPU clock says
 /// (between the clock's inner and outer differences around the two samples).
-void expect_pair_cut_at_each_boundary(BpfSource& source, pid_t first, pid_t second, CutTotals& totals) {
-    auto clocks = [&] { return std::pair{testing::process_cpu_ns(first), testing::process_cpu_ns(second)}; };
+/// `first_clock` and `second_clock` read each process's CPU time exactly (see testing::process_cpu_ns()).
+void expect_pair_cut_at_each_boundary(BpfSource& source, pid_t first, pid_t second, CutTotals& totals,
+                                      const std::function<uint64_t()>& first_clock,
+                                      const std::function<uint64_t()>& second_clock) {
+    auto clocks = [&] { return std::pair{first_clock(), second_clock()}; };
     auto before = clocks();
     SourceSample previous = source.sample();
     auto after = clocks();
@@ -143,7 +147,8 @@ TEST(BpfSource, ChildrenSharingACpuAreCutAtOneBoundary) {
     BusyChild second(testing::test_cpu(), 1.0);
     testing::sleep_ms(200);
     CutTotals totals;
-    expect_pair_cut_at_each_boundary(source, first.pid(), second.pid(), totals);
+    expect_pair_cut_at_each_boundary(source, first.pid(), second.pid(), totals, [&] { return first.cpu_ns(); },
+                                     [&] { return second.cpu_ns(); });
 }
 
 // Steal as the busy child meets it: a rival on its CPU wakes every 5 ms and preempts it (both at nice -20),
@@ -158,7 +163,8 @@ TEST(BpfSource, BusyChildWithARivalStealingItsCpuIsCutAtEachBoundary) {
     BusyChild rival(testing::test_cpu(), 0.5);
     testing::sleep_ms(200);
     CutTotals totals;
-    expect_pair_cut_at_each_boundary(source, child.pid(), rival.pid(), totals);
+    expect_pair_cut_at_each_boundary(source, child.pid(), rival.pid(), totals, [&] { return child.cpu_ns(); },
+                                     [&] { return rival.cpu_ns(); });
     if (HasFatalFailure()) return;
     const uint64_t task = totals.task_ns, processes = totals.processes_ns;
     EXPECT_LE(task > processes ? task - processes : processes - task, task / 50)
@@ -214,7 +220,10 @@ TEST(BpfSource, ProcessesSwitchingAtAHighRateAreCutAtTheBoundary) {
     PingPongPair pair(testing::test_cpu());
     testing::sleep_ms(200);
     CutTotals totals;
-    expect_pair_cut_at_each_boundary(source, pair.pid(0), pair.pid(1), totals);
+    // Each slice lasts microseconds: the process clocks are exact to that.
+    expect_pair_cut_at_each_boundary(source, pair.pid(0), pair.pid(1), totals,
+                                     [&] { return testing::process_cpu_ns(pair.pid(0)); },
+                                     [&] { return testing::process_cpu_ns(pair.pid(1)); });
     if (HasFatalFailure()) return;
     // The CPUs' task time is what the processes explain (issue 18's 2 %), with slices cut on both clocks.
     const uint64_t task = totals.task_ns, processes = totals.processes_ns;
@@ -440,9 +449,9 @@ struct ChildClocks {
 
 ChildClocks sample_with_clocks(BpfSource& source, const std::vector<std::unique_ptr<BusyChild>>& children, SourceSample& out) {
     ChildClocks c;
-    for (const auto& child : children) c.before.push_back(testing::process_cpu_ns(child->pid()));
+    for (const auto& child : children) c.before.push_back(child->cpu_ns());
     out = source.sample();
-    for (const auto& child : children) c.after.push_back(testing::process_cpu_ns(child->pid()));
+    for (const auto& child : children) c.after.push_back(child->cpu_ns());
     return c;
 }
 

@@ -115,12 +115,12 @@ TEST(ProcfsSource, BusyChildEveryIntervalMatchesTheScheduler) {
     ProcfsSource source;
     BusyChild child(testing::test_cpu(), 1.0);
     testing::sleep_ms(200);
-    testing::Bracketed previous = testing::sample_bracketed(source, child.pid());
+    testing::Bracketed previous = testing::sample_bracketed(source, child);
     // utime and stime are each truncated to whole ticks (10 ms at USER_HZ=100).
     const uint64_t granularity = 2 * ns_per_tick();
     for (int frame = 0; frame < 3; ++frame) {
         testing::sleep_ms(1000);
-        const testing::Bracketed now = testing::sample_bracketed(source, child.pid());
+        const testing::Bracketed now = testing::sample_bracketed(source, child);
         const ProcessActivity* p = find(now.sample, child.pid());
         ASSERT_NE(p, nullptr);
         EXPECT_EQ(p->key.start_time_ticks, testing::proc_times(child.pid()).start_ticks);
@@ -145,7 +145,7 @@ TEST(ProcfsSource, TickAlignedChildrenKeepTheirTimeAndNodeTimeIsTheirs) {
     testing::sleep_ms(300);
     auto clocks = [&] {
         std::vector<uint64_t> ns;
-        for (const auto& child : children) ns.push_back(testing::process_cpu_ns(child->pid()));
+        for (const auto& child : children) ns.push_back(child->cpu_ns());
         return ns;
     };
     std::vector<uint64_t> previous_before = clocks();
@@ -195,7 +195,7 @@ TEST(ProcfsSource, ExitedChildIsCountedAndItsLastRunIsNodeTime) {
     ProcfsSource source;
     BusyChild child(testing::test_cpu(), 1.0);
     testing::sleep_ms(100);
-    const testing::Bracketed before = testing::sample_bracketed(source, child.pid());
+    const testing::Bracketed before = testing::sample_bracketed(source, child);
     testing::sleep_ms(300);
     const uint64_t total_ns = child.stop();
     const SourceSample s = source.sample();
