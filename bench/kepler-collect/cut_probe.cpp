@@ -9,11 +9,15 @@
 //   cut_probe [--frames N] [--interval-ms MS] [--competitor] [--attach MODE]   (root: loads the eBPF program)
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <new>
+#include <stdexcept>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -31,8 +35,15 @@ using kepler::collect::BpfSource;
 using kepler::collect::CutStats;
 using kepler::collect::SourceSample;
 
-/// A child pinned to `cpu`: spins `busy_us`, then sleeps `idle_us` (0: spins for ever).
-pid_t spawn_pinned(int cpu, long busy_us, long idle_us) {
+uint64_t thread_cpu_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+/// A child pinned to `cpu`: spins `busy_us`, then sleeps `idle_us` (0: spins for ever). It publishes its
+/// own thread clock in `clock` (shared): another process's CPU clock lags a running task by up to a tick.
+pid_t spawn_pinned(int cpu, long busy_us, long idle_us, std::atomic<uint64_t>* clock) {
     const pid_t pid = fork();
     if (pid != 0) return pid;
     cpu_set_t set;
@@ -44,17 +55,11 @@ pid_t spawn_pinned(int cpu, long busy_us, long idle_us) {
         clock_gettime(CLOCK_MONOTONIC, &start);
         do {
             clock_gettime(CLOCK_MONOTONIC, &now);
+            clock->store(thread_cpu_ns(), std::memory_order_relaxed);
         } while (idle_us == 0 || (now.tv_sec - start.tv_sec) * 1'000'000 + (now.tv_nsec - start.tv_nsec) / 1000 < busy_us);
         const timespec pause{0, idle_us * 1000};
         nanosleep(&pause, nullptr);
     }
-}
-
-uint64_t cpu_clock_ns(pid_t pid) {
-    clockid_t clock{};
-    timespec ts{};
-    if (clock_getcpuclockid(pid, &clock) != 0 || clock_gettime(clock, &ts) != 0) return 0;
-    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 uint64_t child_ns(const SourceSample& s, pid_t pid) {
@@ -126,8 +131,12 @@ int main(int argc, char** argv) {
         options.attach = attach;
         BpfSource source(options);
         const int cpu = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) - 1;
-        const pid_t busy = spawn_pinned(cpu, 0, 0);
-        const pid_t rival = competitor ? spawn_pinned(cpu, 3000, 2000) : -1;
+        void* page = mmap(nullptr, 2 * sizeof(std::atomic<uint64_t>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (page == MAP_FAILED) throw std::runtime_error("mmap failed");
+        auto* clocks = new (page) std::atomic<uint64_t>[2]{};
+        const pid_t busy = spawn_pinned(cpu, 0, 0, &clocks[0]);
+        const pid_t rival = competitor ? spawn_pinned(cpu, 3000, 2000, &clocks[1]) : -1;
+        const auto cpu_clock_ns = [&](pid_t) { return clocks[0].load(std::memory_order_relaxed); };
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
         uint64_t clock_before = cpu_clock_ns(busy);
         SourceSample previous = source.sample();
@@ -144,6 +153,13 @@ int main(int argc, char** argv) {
             if (got > wall) ++over_wall, max_over_wall = std::max(max_over_wall, got - wall);
             if (got > now_after - clock_before) ++over_clock, max_over_clock = std::max(max_over_clock, got - (now_after - clock_before));
             if (got + 25'000'000 < now_before - clock_after) ++under_clock;
+            // Frames more than 1 ms off their bracket, with the truth around them, for a closer look.
+            const uint64_t lower = now_before - clock_after, upper = now_after - clock_before;
+            if (got > upper + 1'000'000 || got + 1'000'000 < lower) {
+                std::printf("frame %d: child %.3f ms, its clock advanced %.3f..%.3f ms, wall %.3f ms, inexact %llu\n", f,
+                            got / 1e6, lower / 1e6, upper / 1e6, wall / 1e6,
+                            static_cast<unsigned long long>(now.inexact_cuts));
+            }
             previous = now;
             clock_before = now_before;
             clock_after = now_after;

@@ -26,9 +26,9 @@ namespace kepler::collect {
 ///  4. total at T = mark (or map total) + its parts of slices spanning T;
 ///     delta = total at T − total at the previous boundary (never negative).
 /// Every process and CPU is cut at the same T, however long the reads take: no slice is counted in
-/// two frames, none is late. Left: when two threads of one process are first charged after T at the
-/// same instant on two CPUs, or a pre-T charge is added in the nanoseconds after a post-T charge read
-/// its total, one slice can land one frame off; totals stay exact.
+/// two frames, none is late. Two threads of one process first charged after T on two CPUs share the
+/// first one's mark (it is inserted once). A charge from before T that a stalled vCPU adds after the
+/// mark was taken lands one frame late and is counted (below); totals stay exact.
 ///
 /// Node CPU time is cut at the same boundary on the same clock: per CPU, the program sums the slices it
 /// charges (task time), and the first slice that ends after a boundary keeps the sum as it stood at it.
