@@ -178,17 +178,20 @@ static __always_inline struct kepler_proc_key mark_key_of(const struct kepler_pr
 
 /*
  * Before the first charge of a process at or after `boundary`: store what it had before the boundary.
- * Two threads of one process may both be first on two CPUs. The mark is inserted, never replaced
+ * Two threads of one process may both be first on two CPUs. The mark is inserted, not replaced
  * (BPF_NOEXIST): the first insert wins, and its total was read before any charge after the boundary,
  * since every such charge comes after an insert (its own, or the failed insert that found the winner's).
- * SYNC POINT: the mark is in the map before the charge is added to cpu_time_ns, and user space reads
- * `processes` before `cut_marks` (bpf_source.cpp), so a total that holds a charge from after the
- * boundary always comes with its mark.
- * A charge from before the boundary can still be added after the winner read the total (a vCPU stalled
- * between its stamp and its add): the winner sees the total move after its insert, or the late charger
- * sees the hint, and either counts KEPLER_DROP_CUT_LATE, so user space flags the frame. SYNC POINT:
- * the locked add on `fence` orders the winner's hint store before its second load of the total, as the
- * late charger's locked add on cpu_time_ns orders its add before its load of the hint (charge_before()).
+ * A mark of an older boundary of the same parity (a boundary user space drew again because it published
+ * the first one late, or one it has not deleted yet) is replaced, unless the hint says another thread
+ * marked this boundary meanwhile. SYNC POINT: the mark is in the map before the charge is added to
+ * cpu_time_ns, and user space reads `processes` before `cut_marks` (bpf_source.cpp), so a total that
+ * holds a charge from after the boundary always comes with its mark.
+ * A charge from before the boundary can still be added after the mark's total was read (a vCPU stalled
+ * between its stamp and its add): the marker sees the total move after its store, or the late charger
+ * sees the hint, and either counts KEPLER_DROP_CUT_LATE, so user space flags the frame. SYNC POINT: the
+ * locked adds on `fence` order the marker's hint store before its second load of the total, and a
+ * replacer's load of the total before its load of the hint, as the late charger's locked add on
+ * cpu_time_ns orders its add before its load of the hint (charge_before()).
  */
 static __always_inline void mark_boundary(struct kepler_proc_stats *stats, const struct kepler_proc_key *key,
                                           __u64 boundary, __u64 now)
@@ -199,18 +202,27 @@ static __always_inline void mark_boundary(struct kepler_proc_stats *stats, const
     struct kepler_cut_mark mark = {.boundary_ns = boundary};
     mark.cpu_time_ns = *(volatile __u64 *)&stats->cpu_time_ns;
     long err = bpf_map_update_elem(&cut_marks, &slot, &mark, BPF_NOEXIST);
+    bool stored = err == 0;
     if (err == -EEXIST) {
-        struct kepler_cut_mark *first = bpf_map_lookup_elem(&cut_marks, &slot);
-        if (!first || first->boundary_ns != boundary) {
-            count_drop(KEPLER_DROP_CUT_MARK, 1); /* a mark of two boundaries ago user space did not delete */
-            return;
+        struct kepler_cut_mark *present = bpf_map_lookup_elem(&cut_marks, &slot);
+        if (!present || present->boundary_ns != boundary) {
+            __sync_fetch_and_add(&stats->fence, 0);
+            if (*(volatile __u64 *)&stats->marked_boundary_ns != boundary) {
+                err = bpf_map_update_elem(&cut_marks, &slot, &mark, BPF_ANY);
+                stored = err == 0;
+            } else {
+                err = 0; /* another thread of this process marked this boundary meanwhile */
+            }
+        } else {
+            err = 0; /* another thread of this process marked this boundary first */
         }
-    } else if (err) {
+    }
+    if (err) {
         count_drop(KEPLER_DROP_CUT_MARK, 1); /* map full: tried again at this process's next charge */
         return;
     }
     stats->marked_boundary_ns = boundary;
-    if (err == 0) {
+    if (stored) {
         __sync_fetch_and_add(&stats->fence, 0);
         if (*(volatile __u64 *)&stats->cpu_time_ns != mark.cpu_time_ns)
             count_drop(KEPLER_DROP_CUT_LATE, 1);
