@@ -420,6 +420,31 @@ static __always_inline bool translation_usable(const struct kepler_cpu_state *cp
            rq_clock - cpu->clock_sampled_at_ns < KEPLER_CLOCK_SAMPLE_NS;
 }
 
+/*
+ * Where the scheduler starts counting next's time at a switch stamped with the precise clock `now`: the
+ * run queue's clock, translated with the last trusted offset, where that is earlier. A switch after a
+ * wakeup's preemption reuses the clock of the wakeup (the update is skipped), milliseconds behind when
+ * the vCPU was stopped in between, and next's runtime starts there; a switch-in stamped `now` would leave
+ * that gap out of next's part before a boundary and put it into its slice's part after it, above wall
+ * time. Never before the switch-in it follows on this CPU, nor before a boundary this switch is after
+ * (the time before that boundary went to prev).
+ */
+static __always_inline __u64 scheduler_start(const struct kepler_cpu_state *cpu, __u64 rq_clock, __u64 now,
+                                             __u64 boundary)
+{
+    if (rq_clock == 0 || !cpu->clock_trusted || rq_clock < cpu->clock_sampled_at_ns ||
+        rq_clock - cpu->clock_sampled_at_ns >= 2 * KEPLER_CLOCK_SAMPLE_NS)
+        return now;
+    __u64 start = rq_clock + cpu->clock_offset_ns;
+    if (start >= now)
+        return now;
+    if (start < cpu->running_since_ns)
+        start = cpu->running_since_ns;
+    if (boundary != 0 && now >= boundary && start < boundary)
+        start = boundary;
+    return start;
+}
+
 /* prev is current: its task_struct's address, its tgid << 32 | pid and its se.sum_exec_runtime, each
  * read by the flavour the cheapest way it can (from typed arguments; bpf_get_current_pid_tgid() and
  * bpf_get_current_task() are calls that cost ~20 ns each); next_tid is the thread switched to (0: this
@@ -435,7 +460,7 @@ static __always_inline int on_switch(__u64 prev_address, __u64 pid_tgid, __u64 p
     struct kepler_proc_stats *stats = NULL;
     __u64 version = begin_state_write(cpu);
     __u64 boundary = current_boundary();
-    __u64 now;
+    __u64 now, next_start;
     if (translation_usable(cpu, rq_clock, boundary)) {
         /* This CPU has marked `boundary`, so the switch is after it. SYNC POINT (draw_boundary() in
          * bpf_source.cpp): a later boundary is published at least 500 µs ahead, and a translated time
@@ -447,19 +472,22 @@ static __always_inline int on_switch(__u64 prev_address, __u64 pid_tgid, __u64 p
 #endif
         if (now < boundary)
             now = boundary;
+        next_start = now;
         cpu->clock_translated++;
     } else {
         now = bpf_ktime_get_ns();
         boundary = current_boundary(); /* again, after `now`: see current_boundary() */
+        next_start = scheduler_start(cpu, rq_clock, now, boundary); /* before this switch's own sample */
         if (rq_clock != 0 && next_tid != 0) /* switching to idle may balance load first: no sample */
             sample_clock(cpu, rq_clock, now);
     }
 
     if ((pid_tgid >> 32) != 0) /* tgid 0: the idle task, not a process */
-        stats = account_current(cpu, prev_address, pid_tgid, now, prev_runtime, boundary);
+        /* prev's slice ends where next's starts: at or after `boundary` exactly when `now` is. */
+        stats = account_current(cpu, prev_address, pid_tgid, next_start, prev_runtime, boundary);
     if (hw_counters_enabled)
         charge_counters(cpu, stats);
-    record_running(cpu, next_tid, now);
+    record_running(cpu, next_tid, next_start);
     end_state_write(cpu, version);
     return 0;
 }
