@@ -39,7 +39,7 @@ RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
  && strip --strip-debug build/bin/kepler-collect build/bin/keplershm-probe build/bin/keplershm-segment-size \
  && mkdir -p /out/bin /out/lib \
  && cp build/bin/kepler-collect build/bin/keplershm-probe build/bin/keplershm-segment-size /out/bin/ \
- && cp build/lib/libkeplershm.so.1.4.0 /out/lib/
+ && cp build/lib/libkeplershm.so.1.5.0 /out/lib/
 
 FROM scratch AS prebuilt
 COPY prebuilt/ /out/
@@ -54,7 +54,7 @@ RUN apt-get update \
       libbpf1 libelf1 zlib1g libfmt9 libcurl4 libssl3 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/bin/kepler-collect /out/bin/keplershm-probe /out/bin/keplershm-segment-size /usr/local/bin/
-COPY --from=build /out/lib/libkeplershm.so.1.4.0 /usr/local/lib/
+COPY --from=build /out/lib/libkeplershm.so.1.5.0 /usr/local/lib/
 RUN ldconfig  # creates libkeplershm.so.1 from the library's SONAME
 # Root, but the pod spec (deploy/kubernetes) drops every capability except CAP_BPF and CAP_PERFMON.
 USER 0:65532

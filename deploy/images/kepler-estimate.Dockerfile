@@ -27,7 +27,7 @@ RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
  && strip --strip-debug build/bin/kepler-estimate build/bin/kepler-feed build/bin/keplershm-probe \
  && mkdir -p /out/bin /out/lib \
  && cp build/bin/kepler-estimate build/bin/kepler-feed build/bin/keplershm-probe /out/bin/ \
- && cp build/lib/libkeplershm.so.1.4.0 /out/lib/
+ && cp build/lib/libkeplershm.so.1.5.0 /out/lib/
 
 FROM scratch AS prebuilt
 COPY prebuilt/ /out/
@@ -44,7 +44,7 @@ RUN apt-get update \
       libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/bin/kepler-estimate /out/bin/kepler-feed /out/bin/keplershm-probe /usr/local/bin/
-COPY --from=build /out/lib/libkeplershm.so.1.4.0 /usr/local/lib/
+COPY --from=build /out/lib/libkeplershm.so.1.5.0 /usr/local/lib/
 RUN ldconfig && mkdir -p /var/lib/kepler-estimate/models && chown 65532:65532 /var/lib/kepler-estimate/models
 USER 65532:65532
 EXPOSE 9102 9106
