@@ -143,7 +143,10 @@ void add_processes(Exposition& out, const Context& ctx) {
         const char* type = process_type(*p, ctx.ledger);
         const bool contained = std::string_view(type) == "container";
         // The collector does not read executable paths: exe is empty (Prometheus treats it as absent).
-        const LabelSet labels = {{"pid", std::to_string(key.pid)}, {"comm", clean_label(p->command)}, {"exe", ""},
+        // start_time (Kepler 0.7's label: clock ticks after boot) keeps a reused pid's series apart from
+        // the ended process's, which stays exported as "terminated" for the retention.
+        const LabelSet labels = {{"pid", std::to_string(key.pid)}, {"start_time", std::to_string(key.start_time_ticks)},
+                                 {"comm", clean_label(p->command)}, {"exe", ""},
                                  {"type", type}, {"container_id", contained ? clean_label(p->container_id) : ""},
                                  {"vm_id", clean_label(p->vm_id)}};
         add_entity(out, f, ctx, labels, p->energy);

@@ -218,9 +218,13 @@ void add_kepler07(Exposition& out, const EstimatorSnapshot& est, const ExportOpt
         add_usage(out, containers, ledger, labels, usage_source, c.usage);
     }
     const LevelFamilies pods = level_families(out, "pod");
-    for (const auto& [_, p] : ledger.pods()) {
+    // pod_id keeps apart pods that share names: any two while the names are unknown (--kube off, or
+    // before the names arrive), and a pod recreated under its old name while the old one is exported.
+    for (const auto& [pod_id, p] : ledger.pods()) {
         add_workload(out, pods, ledger, mode_only,
-                     {{"pod_name", clean_label(p.pod_name)}, {"container_namespace", clean_label(p.namespace_name)}}, p.energy);
+                     {{"pod_id", clean_label(pod_id)}, {"pod_name", clean_label(p.pod_name)},
+                      {"container_namespace", clean_label(p.namespace_name)}},
+                     p.energy);
     }
     const LevelFamilies namespaces = level_families(out, "namespace");
     for (const auto& [name, n] : ledger.namespaces()) {

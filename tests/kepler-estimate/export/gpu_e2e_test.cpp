@@ -274,7 +274,7 @@ TEST(GpuEndToEnd, ProcessContainerAndPodGetTheirShareOfEachGpuAndEnergyIsConserv
 
     const double watts_a = process(a), watts_b = process(b), watts_c = process(c);
     const double container1 = container(0), container2 = container(1);
-    const double pod_watts = avg(fmt::format(R"(kepler_pod_gpu_watts{{pod_id="{}"}})", pod.pod_uid()));
+    const double pod_watts = avg(fmt::format(R"(kepler_pod_gpu_watts{{mode="",pod_id="{}"}})", pod.pod_uid()));
     const double gpu0 = avg(node0), gpu1 = avg(R"(kepler_node_gpu_watts{gpu="1"})");
     const double idle0 = avg(R"(kepler_node_gpu_idle_watts{gpu="0"})"), idle1 = avg(R"(kepler_node_gpu_idle_watts{gpu="1"})");
     const double active0 = avg(R"(kepler_node_gpu_active_watts{gpu="0"})");
@@ -321,7 +321,7 @@ TEST(GpuEndToEnd, ProcessContainerAndPodGetTheirShareOfEachGpuAndEnergyIsConserv
     std::cout << fmt::format("conservation: node GPU {:.1f} J, processes + idle - node = {:.4f} J\n", *node_joules, *gap);
     EXPECT_GT(*node_joules, 0.0);
     EXPECT_NEAR(*gap, 0.0, 0.01 * *node_joules) << "GPU energy not given to a process is lost";
-    const std::optional<double> pods_vs_processes = pipeline.query(fmt::format(R"(sum(kepler_pod_gpu_joules_total{{pod_id="{}"}}) - sum(kepler_process_gpu_joules_total{{mode="",pid=~"{}|{}|{}"}}))",
+    const std::optional<double> pods_vs_processes = pipeline.query(fmt::format(R"(sum(kepler_pod_gpu_joules_total{{mode="",pod_id="{}"}}) - sum(kepler_process_gpu_joules_total{{mode="",pid=~"{}|{}|{}"}}))",
                                      pod.pod_uid(), a, b, c));
     EXPECT_NEAR(pods_vs_processes.value_or(-1e9), 0.0, 0.01 * *node_joules) << "the pod's GPU energy is its processes'";
 
@@ -427,7 +427,7 @@ TEST(GpuEndToEnd, MigInstancesShareTheGpuByTheirGpmActivityAndTheirProcessesEqua
     const double watts_b = pipeline.avg(fmt::format(R"(kepler_process_gpu_watts{{pid="{}"}})", b));
     const double watts_c = pipeline.avg(fmt::format(R"(kepler_process_gpu_watts{{pid="{}"}})", c));
     const double container2 = pipeline.avg(fmt::format(R"(kepler_container_gpu_watts{{container_id="{}"}})", pod.container_id(1)));
-    const double pod_watts = pipeline.avg(fmt::format(R"(kepler_pod_gpu_watts{{pod_id="{}"}})", pod.pod_uid()));
+    const double pod_watts = pipeline.avg(fmt::format(R"(kepler_pod_gpu_watts{{mode="",pod_id="{}"}})", pod.pod_uid()));
     std::cout << fmt::format("measured W: A {:.3f} B {:.3f} C {:.3f} | container2 {:.3f} pod {:.3f}\n", watts_a, watts_b, watts_c,
                              container2, pod_watts);
     EXPECT_NEAR(watts_a, 180.0, 1.8) << "GI 1: 60 of 80 activity points of 240 W";

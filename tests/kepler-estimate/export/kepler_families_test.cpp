@@ -230,3 +230,42 @@ TEST(KeplerNames, ProcessSeriesAreOnByDefaultUnderKepler010NamesAsKeplersMetrics
     EXPECT_FALSE(process_metrics({"kepler-estimate", "--replay", "x", "--metric-names", "kepler-0.10", "--no-process-metrics"}));
     EXPECT_TRUE(process_metrics({"kepler-estimate", "--replay", "x", "--process-metrics"}));
 }
+
+// Two entities the ledger keeps apart are two series in every name set, never one label set twice (a
+// scrape with a label set twice keeps one of the samples; a counter then jumps between the two, and
+// Prometheus sees a reset): pods the estimator has no names for (--kube off, or before the names
+// arrive), a pod recreated under its old name (a StatefulSet's), and a pid reused twice while the ended
+// processes are still exported.
+TEST(KeplerFamilies, EntitiesTheLedgerKeepsApartAreNeverOneLabelSet) {
+    Feed feed(package_and_dram(kProcfsMetrics));
+    Estimator est(EstimatorOptions{});
+    for (uint64_t i = 0; i < 3; ++i) {
+        TestFrame f;
+        f.start_ns = (i + 1) * kSecond;
+        f.end_ns = f.start_ns + kSecond;
+        f.workloads = {TestWorkload{.container_id = "c-a", .pod_uid = "uid-a"}, TestWorkload{.container_id = "c-b", .pod_uid = "uid-b"},
+                       TestWorkload{.container_id = fmt::format("c-web-{}", i), .pod_uid = fmt::format("uid-web-{}", i),
+                                    .pod_name = "web-0", .pod_namespace = "shop"}};
+        for (uint32_t w = 0; w < 3; ++w) {
+            f.processes.push_back(TestProcess{.pid = 10 + w, .start_time_ticks = 5, .cpu_time_ns = 100'000'000, .workload = w});
+        }
+        f.processes.push_back(TestProcess{.pid = 7, .start_time_ticks = 100 + i, .cpu_time_ns = 100'000'000, .workload = 0});
+        f.zones = {{0, 10'000'000}, {1, 2'000'000}};
+        f.cpu_busy_ns = {400'000'000, 0, 0, 0};
+        f.cpu_idle_ns = {600'000'000, 1'000'000'000, 1'000'000'000, 1'000'000'000};
+        ASSERT_TRUE(est.process(feed.frame(f)));
+    }
+    for (const MetricNames names : {MetricNames::kepler07, MetricNames::kepler010, MetricNames::both}) {
+        for (const prometheus::MetricFamily& family : collect(est, names)) {
+            std::set<std::vector<std::pair<std::string, std::string>>> seen;
+            for (const prometheus::ClientMetric& m : family.metric) {
+                std::vector<std::pair<std::string, std::string>> labels;
+                for (const prometheus::ClientMetric::Label& l : m.label) labels.emplace_back(l.name, l.value);
+                std::sort(labels.begin(), labels.end());
+                std::string shown;
+                for (const auto& [k, v] : labels) shown += fmt::format("{}=\"{}\",", k, v);
+                EXPECT_TRUE(seen.insert(labels).second) << family.name << "{" << shown << "} twice";
+            }
+        }
+    }
+}

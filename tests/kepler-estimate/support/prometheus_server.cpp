@@ -1,5 +1,7 @@
 #include "support/prometheus_server.hpp"
 
+#include <gtest/gtest.h>
+
 #include <curl/curl.h>
 #include <fmt/format.h>
 
@@ -26,7 +28,18 @@ std::optional<double> query(int port, const std::string& promql) {
     if (http_get(fmt::format("http://127.0.0.1:{}/api/v1/query?query={}", port, escape(promql)), body) != 200) return std::nullopt;
     const auto doc = nlohmann::json::parse(body, nullptr, false);
     if (doc.is_discarded() || doc["status"] != "success" || doc["data"]["result"].empty()) return std::nullopt;
+    // One value is asked for: a query that matches several series is the test's mistake (it would read
+    // whichever series Prometheus lists first).
+    if (doc["data"]["result"].size() > 1) {
+        ADD_FAILURE() << promql << " matches " << doc["data"]["result"].size() << " series: " << doc["data"]["result"].dump();
+        return std::nullopt;
+    }
     return std::stod(doc["data"]["result"][0]["value"][1].get<std::string>());
+}
+
+bool answers(int port, const std::string& promql) {
+    const auto result = nlohmann::json::parse(query_json(port, promql), nullptr, false);
+    return !result.is_discarded() && result.is_array() && !result.empty();
 }
 
 std::string query_json(int port, const std::string& promql) {

@@ -14,8 +14,12 @@
 
 namespace estimate_test {
 
-/// The single value of an instant PromQL query, or nullopt when it has no result yet.
+/// The single value of an instant PromQL query, or nullopt when it has no result yet (and a test failure
+/// when it matches more than one series).
 [[nodiscard]] std::optional<double> query(int port, const std::string& promql);
+
+/// Whether an instant PromQL query returns at least one series (a dashboard panel that has data).
+[[nodiscard]] bool answers(int port, const std::string& promql);
 
 /// The result of an instant PromQL query as Prometheus's JSON (every series with its labels), for a
 /// failure message; "" when the query failed.
