@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "keplershm.h"
@@ -57,24 +58,52 @@ private:
     bool have_previous_ = false;
 };
 
-/// Publishes a zone's running total as frame samples: deltas never negative, the total never
-/// decreasing, and a total that another clock disciplines (a BMC's own energy counter) followed
-/// without steps: a correction is spread over the intervals after it (added at once when the meter
-/// counted more; held back from later intervals when it counted less).
+/// The most power a zone of this kind can draw (W): a step above it in the time it took is a counter
+/// jump (a reset reported as a huge value, a BMC's corrupted total), not energy. Ten times and more the
+/// largest parts sold today, so a ceiling never clips a real load (kepler-collect/README.md, "Energy
+/// ceilings").
+[[nodiscard]] double ceiling_watts(uint32_t zone_kind) noexcept;
+
+/// Whether `delta_uj` (finite, not negative) could have been drawn in `elapsed_ns` under `ceiling_watts`.
+[[nodiscard]] bool within_ceiling(double delta_uj, uint64_t elapsed_ns, double ceiling_watts) noexcept;
+
+/// The one place every source's energy reaches the frames: a zone's running total as frame samples,
+/// deltas never negative, the total never decreasing, and every step bounded by the zone's ceiling
+/// before any conversion. A step above the ceiling (or not a finite number) rebases the zone: that
+/// interval is invalid, counting goes on from the new value, and one warning says so (then at every
+/// power of two of such jumps). A total that another clock disciplines (a BMC's own energy counter) is
+/// followed without steps: a correction is spread over the intervals after it (added at once when the
+/// meter counted more; held back from later intervals when it counted less).
 class ZoneTotal {
 public:
-    /// The sample for an interval whose meter total is now `total_uj` (as a double: fractions carry).
-    void publish(double total_uj, uint32_t flags, keplershm_zone_sample& sample) noexcept;
+    /// `origin` names the zone in messages ("package-0 (intel-rapl:0)").
+    ZoneTotal(std::string origin, double ceiling_watts) : origin_(std::move(origin)), ceiling_watts_(ceiling_watts) {}
+    /// A meter that reports its running total: the sample for an interval ending at `at_ns`
+    /// (CLOCK_MONOTONIC) whose meter total is now `total_uj` (a double: fractions carry).
+    void publish(double total_uj, uint64_t at_ns, uint32_t flags, keplershm_zone_sample& sample) noexcept;
+    /// A meter read as steps (a wrap-corrected counter, integrated power): `delta_uj` over `elapsed_ns`.
+    void publish_step(double delta_uj, uint64_t elapsed_ns, uint32_t flags, keplershm_zone_sample& sample) noexcept;
     /// An interval without a usable reading: no energy, the total unchanged.
     void publish_invalid(uint32_t flags, keplershm_zone_sample& sample) const noexcept;
     /// Restarts from the next total (the meter's total jumped, e.g. after a gap it did not count).
     void rebase() noexcept { have_base_ = false; }
+    /// Steps refused as above the ceiling, since the start.
+    [[nodiscard]] uint64_t jumps() const noexcept { return jumps_; }
 
 private:
+    /// Whether `delta_uj` in `elapsed_ns` is energy the zone could have drawn; counts and says when not.
+    bool plausible(double delta_uj, uint64_t elapsed_ns) noexcept;
+    void add(double delta_uj, uint32_t flags, keplershm_zone_sample& sample) noexcept;
+
+    std::string origin_;
+    double ceiling_watts_;
     bool have_base_ = false;
     double base_meter_uj_ = 0;        // the meter's total at the base
     uint64_t base_published_uj_ = 0;  // what was published at the base
+    uint64_t last_at_ns_ = 0;         // the interval end of the last publish()
+    double carried_uj_ = 0;           // a step's fraction of a µJ, not yet published
     uint64_t published_uj_ = 0;       // cumulative as published
+    uint64_t jumps_ = 0;
 };
 
 /// A source of zones. Not thread-safe: the frame loop calls it; a source with a thread of its own

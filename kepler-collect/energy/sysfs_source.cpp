@@ -15,7 +15,9 @@ public:
     explicit SysfsSource(std::vector<MeterZone> zones) {
         for (MeterZone& zone : zones) {
             infos_.push_back(zone.info);
-            states_.push_back(State{std::move(zone)});
+            const std::string origin = zone.origin;
+            const double ceiling = ceiling_watts(zone.info.kind);
+            states_.push_back(State{std::move(zone), ZoneTotal(origin, ceiling)});
         }
     }
 
@@ -29,10 +31,10 @@ public:
 private:
     struct State {
         MeterZone zone;
+        ZoneTotal total;
         uint64_t last_raw = 0;  // last counter value (µJ) or last power (µW)
         uint64_t last_read_ns = 0;
         bool have_last = false;
-        uint64_t total_uj = 0;
         bool warned = false;
     };
 
@@ -55,37 +57,34 @@ void SysfsSource::read_zone(State& s, keplershm_zone_sample& sample) {
             s.warned = true;
         }
         s.have_last = false;  // the energy of the gap is unknown: restart from the next good reading
-        sample.energy_total_uj = s.total_uj;
+        s.total.publish_invalid(0, sample);
         return;
     }
     s.warned = false;
-    if (!s.have_last) {  // first reading (or first after a failure): a baseline, not yet a delta
-        s.last_raw = *value;
-        s.last_read_ns = now;
-        s.have_last = true;
-        sample.energy_total_uj = s.total_uj;
+    const uint64_t last_raw = s.last_raw, elapsed = now - s.last_read_ns;
+    const bool baseline = !s.have_last;  // first reading (or first after a failure): not yet a delta
+    s.last_raw = *value;
+    s.last_read_ns = now;
+    s.have_last = true;
+    if (baseline) {
+        s.total.publish_invalid(0, sample);
         return;
     }
     if (integrate_power) {
         // µW × s = µJ; trapezoid between the two readings, both taken by this loop.
-        const double seconds = static_cast<double>(now - s.last_read_ns) / 1e9;
-        const double average_uw = (static_cast<double>(s.last_raw) + static_cast<double>(*value)) / 2.0;
-        sample.energy_delta_uj = static_cast<uint64_t>(average_uw * seconds);
-        sample.flags = KEPLERSHM_ZONE_VALID | KEPLERSHM_ZONE_INTEGRATED;
-    } else {
-        const EnergyStep step = energy_step(s.last_raw, *value, s.zone.info.max_energy_range_uj);
-        if (step.valid) {
-            sample.energy_delta_uj = step.delta_uj;
-            sample.flags = KEPLERSHM_ZONE_VALID | (step.wrapped ? uint32_t{KEPLERSHM_ZONE_WRAPPED} : 0u);
-        } else {
-            log_warn("energy zone {}: counter went from {} to {} µJ and its range is unknown; interval invalid",
-                     s.zone.origin, s.last_raw, *value);
-        }
+        const double average_uw = (static_cast<double>(last_raw) + static_cast<double>(*value)) / 2.0;
+        s.total.publish_step(average_uw * static_cast<double>(elapsed) / 1e9, elapsed,
+                             KEPLERSHM_ZONE_INTEGRATED, sample);
+        return;
     }
-    s.total_uj += sample.energy_delta_uj;
-    sample.energy_total_uj = s.total_uj;
-    s.last_raw = *value;
-    s.last_read_ns = now;
+    const EnergyStep step = energy_step(last_raw, *value, s.zone.info.max_energy_range_uj);
+    if (!step.valid) {
+        log_warn("energy zone {}: counter went from {} to {} µJ and its range is unknown; interval invalid", s.zone.origin,
+                 last_raw, *value);
+        s.total.publish_invalid(0, sample);
+        return;
+    }
+    s.total.publish_step(static_cast<double>(step.delta_uj), elapsed, step.wrapped ? uint32_t{KEPLERSHM_ZONE_WRAPPED} : 0u, sample);
 }
 
 }  // namespace

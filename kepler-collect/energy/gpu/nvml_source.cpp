@@ -26,8 +26,6 @@ namespace kepler::collect {
 namespace {
 
 constexpr uint32_t kNone = 0xffffffffu;
-// A GPU reading above this is a broken counter or driver, not a GPU (the largest boards draw ~1.2 kW).
-constexpr double kMaxPlausibleWatts = 5000;
 // Longest span one utilization sample may stand for: the driver samples several times a second.
 constexpr uint64_t kMaxSamplePeriodUs = 2'000'000;
 constexpr unsigned kMaxListed = 65536;  // processes or samples one call may return
@@ -42,7 +40,7 @@ struct Gpu {
     bool have_last = false;
     uint64_t last_value = 0;  // mJ (counter) or mW (power)
     uint64_t last_read_ns = 0;
-    uint64_t total_uj = 0;
+    ZoneTotal total{"gpu", ceiling_watts(KEPLERSHM_ZONE_GPU)};  // named at discovery
     uint64_t last_seen_us = 0;  // newest utilization sample taken
     nvml::Return last_error = nvml::kSuccess;
     std::vector<std::pair<nvml::Device, uint32_t>> migs;  // MIG handle, its record
@@ -192,6 +190,7 @@ bool NvmlSource::new_devices() {
 void NvmlSource::add_gpu(unsigned index, nvml::Device handle, std::vector<std::string>& notes) {
     Gpu gpu;
     gpu.handle = handle;
+    gpu.total = ZoneTotal(fmt::format("gpu-{} (NVML)", index), ceiling_watts(KEPLERSHM_ZONE_GPU));
     unsigned long long mj = 0;
     unsigned mw = 0;
     if (lib_->total_energy != nullptr && lib_->total_energy(handle, &mj) == nvml::kSuccess) {
@@ -301,35 +300,25 @@ void NvmlSource::read_energy(Gpu& gpu, keplershm_zone_sample& sample) {
     }
     const uint64_t now = monotonic_now_ns();
     sample.read_time_ns = now;
-    sample.energy_total_uj = gpu.total_uj;
+    gpu.total.publish_invalid(0, sample);
     if (failed(gpu, rc, gpu.counter ? "nvmlDeviceGetTotalEnergyConsumption" : "nvmlDeviceGetPowerUsage")) return;
     const bool baseline = !gpu.have_last;
-    const uint64_t last = gpu.last_value;
-    const double seconds = static_cast<double>(now - gpu.last_read_ns) / 1e9;
+    const uint64_t last = gpu.last_value, elapsed = now - gpu.last_read_ns;
     gpu.have_last = true;
     gpu.last_value = value;
     gpu.last_read_ns = now;
     if (baseline) return;  // first reading, or first after a failure: a baseline, not yet a delta
-    double delta_uj = 0;
-    if (gpu.counter) {
-        if (value < last) {  // the driver reloaded and its counter started over: this interval is unknown
-            log_warn("GPU {}: energy counter went back from {} to {} mJ (driver reloaded): interval left out",
-                     devices_[gpu.record].device_index, last, value);
-            return;
-        }
-        delta_uj = static_cast<double>(value - last) * 1000.0;
-    } else {
-        delta_uj = (static_cast<double>(last) + static_cast<double>(value)) / 2.0 * 1000.0 * seconds;  // mW·s → µJ
-    }
-    if (seconds <= 0 || delta_uj / 1e6 / seconds > kMaxPlausibleWatts) {
-        log_warn("GPU {}: implausible reading ({:.0f} J in {:.3f} s): interval left out", devices_[gpu.record].device_index,
-                 delta_uj / 1e6, seconds);
+    if (!gpu.counter) {
+        const double average_mw = (static_cast<double>(last) + static_cast<double>(value)) / 2.0;
+        gpu.total.publish_step(average_mw * static_cast<double>(elapsed) / 1e6, elapsed, KEPLERSHM_ZONE_INTEGRATED, sample);  // mW·ns → µJ
         return;
     }
-    sample.energy_delta_uj = static_cast<uint64_t>(delta_uj);
-    sample.flags = KEPLERSHM_ZONE_VALID | (gpu.counter ? 0u : uint32_t{KEPLERSHM_ZONE_INTEGRATED});
-    gpu.total_uj += sample.energy_delta_uj;
-    sample.energy_total_uj = gpu.total_uj;
+    if (value < last) {  // the driver reloaded and its counter started over: this interval is unknown
+        log_warn("GPU {}: energy counter went back from {} to {} mJ (driver reloaded): interval left out",
+                 devices_[gpu.record].device_index, last, value);
+        return;
+    }
+    gpu.total.publish_step(static_cast<double>(value - last) * 1000.0, elapsed, 0, sample);  // mJ → µJ; ZoneTotal bounds it
 }
 
 /// Fills processes_ from one of the *RunningProcesses_v3 calls (its two-call size protocol). A call the

@@ -18,13 +18,15 @@ constexpr double kMicrojoulesPerKwh = 3.6e12;
 
 /// One zone: held power, the supply's own counter where published, and what the frames have seen.
 struct ZoneState {
-    explicit ZoneState(uint64_t max_age_ns) : power(max_age_ns) {}
+    ZoneState(uint64_t max_age_ns, std::string origin)
+        : power(max_age_ns), total(std::move(origin), ceiling_watts(KEPLERSHM_ZONE_PLATFORM)) {}
     HeldPowerIntegral power;
     // Counter discipline: between two values of the BMC's counter, held power fills in; at each new
     // value the total is the counter's (ZoneTotal spreads the correction).
     std::optional<double> counter_kwh;
     double counter_uj = 0;      // the counter's energy since its first value
     double held_at_counter = 0; // the held integral when the counter last changed
+    uint64_t counter_at_ns = 0; // when it last changed
     bool ever_fresh = false;
     bool stale = true;
     bool warned_no_number = false;
@@ -49,7 +51,7 @@ public:
             info.power_source = KEPLERSHM_POWER_REDFISH;
             info.meter_detail = meter.detail;
             infos_.push_back(info);
-            zones_.emplace_back(max_age_ns);
+            zones_.emplace_back(max_age_ns, fmt::format("{} (redfish BMC {})", redfish_zone_name(meter), config_.id));
         }
         poll_once();  // the first readings before the first frame
         thread_ = std::thread([this] { poll_loop(); });
@@ -86,7 +88,7 @@ public:
             if (z.stale) z.total.rebase();  // the gap's energy is not known in time: counting restarts
             z.stale = false;
             z.ever_fresh = true;
-            z.total.publish(*z.meter_total_uj(now), z.counter_kwh ? 0u : uint32_t{KEPLERSHM_ZONE_INTEGRATED}, sample);
+            z.total.publish(*z.meter_total_uj(now), now, z.counter_kwh ? 0u : uint32_t{KEPLERSHM_ZONE_INTEGRATED}, sample);
         }
     }
 
@@ -134,13 +136,19 @@ private:
         if (!reading.energy_kwh) return;
         const double held = *z.power.total_uj(arrived_ns);
         if (z.counter_kwh && *reading.energy_kwh == *z.counter_kwh) return;
-        if (z.counter_kwh && *reading.energy_kwh > *z.counter_kwh) {
-            z.counter_uj += (*reading.energy_kwh - *z.counter_kwh) * kMicrojoulesPerKwh;
+        const double step_uj = z.counter_kwh ? (*reading.energy_kwh - *z.counter_kwh) * kMicrojoulesPerKwh : 0.0;
+        if (z.counter_kwh && step_uj > 0 &&
+            within_ceiling(step_uj, arrived_ns - z.counter_at_ns, ceiling_watts(KEPLERSHM_ZONE_PLATFORM))) {
+            z.counter_uj += step_uj;
         } else if (z.counter_kwh) {
-            // The counter went back (reset, a replaced supply): continue from its new value.
+            // The counter went back (reset, a replaced supply) or jumped further than the supply could
+            // deliver: continue from its new value, held power filling in (the total keeps its precision).
+            if (step_uj > 0) log_warn("redfish: zone {}: the energy counter jumped by {:.6g} kWh: not energy, counting continues "
+                                      "from its new value", keplershm::get_text(infos_[i].name), step_uj / kMicrojoulesPerKwh);
             z.counter_uj += held - z.held_at_counter;
         }
         z.counter_kwh = reading.energy_kwh;
+        z.counter_at_ns = arrived_ns;
         z.held_at_counter = held;
     }
 

@@ -9,6 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "common/text_io.hpp"
 #include "energy/energy.hpp"
 #include "energy/gpu/drm_fdinfo.hpp"
@@ -121,7 +124,9 @@ TEST(DrmSource, CardsWithTheirMetersAndHwmonLeavesGpusToThem) {
     EXPECT_EQ(meter.zone_infos().size(), 2u);
     EXPECT_EQ(meter.gpu_device_count(), 2u);
 
-    // Energy: the xe counter steps by 5 J; the amdgpu power is integrated (60 W).
+    // Energy: the xe counter steps by 5 J, in 10 ms or more (500 W: a step the card can draw, under its
+    // ceiling); the amdgpu power is integrated (60 W).
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
     sys.write("class/drm/card1/device/hwmon/hwmon6/energy1_input", "6000000\n");
     const std::vector<keplershm_zone_sample> samples = meter.read();
     ASSERT_EQ(samples.size(), 2u);

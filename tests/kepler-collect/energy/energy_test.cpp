@@ -105,6 +105,27 @@ TEST(Rapl, WrapInTheMiddleOfAnIntervalIsCorrected) {
     EXPECT_EQ(after.energy_total_uj, 2700u);
 }
 
+// A counter that jumps further than its zone could draw in the time between two reads (a firmware
+// reset reported as a huge value, a forged sysfs tree): the interval is invalid, the total does not
+// move, and counting goes on from the new value.
+TEST(Rapl, ACounterJumpAboveTheZonesCeilingIsNoEnergy) {
+    TempDir sys;
+    rapl_zone(sys, "intel-rapl:0", "package-0", 5000, 1ull << 62);
+    EnergyMeter meter = EnergyMeter::discover(sys.path());
+    set_energy(sys, "intel-rapl:0", 6000);
+    EXPECT_EQ(meter.read()[0].energy_delta_uj, 1000u);
+    set_energy(sys, "intel-rapl:0", 6000 + 1'000'000'000'000'000ull);  // 1 TJ
+    const auto jumped = meter.read()[0];
+    EXPECT_FALSE(jumped.flags & KEPLERSHM_ZONE_VALID);
+    EXPECT_EQ(jumped.energy_delta_uj, 0u);
+    EXPECT_EQ(jumped.energy_total_uj, 1000u);
+    set_energy(sys, "intel-rapl:0", 7000 + 1'000'000'000'000'000ull);
+    const auto next = meter.read()[0];
+    EXPECT_TRUE(next.flags & KEPLERSHM_ZONE_VALID) << "counting goes on from the new value";
+    EXPECT_EQ(next.energy_delta_uj, 1000u);
+    EXPECT_EQ(next.energy_total_uj, 2000u);
+}
+
 TEST(Rapl, MissingMaxEnergyRangeMarksAWrapIntervalInvalid) {
     TempDir sys;
     rapl_zone(sys, "intel-rapl:0", "package-0", 5000, std::nullopt);

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -262,6 +263,46 @@ TEST(RedfishSource, TheSuppliesOwnCounterDisciplinesTheTotal) {
     EXPECT_LT(after[0].energy_total_uj, before + 3'600'000'000ull + 1'000'000'000ull);
 }
 
+// A supply's energy counter that jumps by 1e5 kWh (the frames got 3.6e11 J in 0.5 s) and by 1e12 kWh
+// (past what a 64-bit µJ total holds; the total went back to 0): the jumps are no energy, the total
+// never goes back, and the zone keeps counting its 100 W from the counter's new value.
+TEST(RedfishSource, AnEnergyCounterThatJumpsAddsNothingAndTheTotalNeverGoesBack) {
+    testing::TempDir dir;
+    FakeBmcOptions options;
+    options.energy_kwh = true;
+    options.power_supplies = {"Bay1"};
+    FakeBmc bmc(options, dir.path());
+    bmc.set_input_watts("1U", "Bay1", 100);
+    bmc.set_energy_kwh("1U", "Bay1", 10.0);
+    BmcConfig config = config_for(bmc);
+    config.poll_interval = 50ms;
+    config.max_age = 2s;
+    std::unique_ptr<EnergySource> source = make_redfish_source(config);
+    std::vector<keplershm_zone_sample> s(1);
+    source->read(s, monotonic_now_ns());  // the baseline
+    const auto start = std::chrono::steady_clock::now();
+    uint64_t total = s[0].energy_total_uj, counted = 0;
+    auto run_for = [&](std::chrono::milliseconds span) {
+        const auto end = std::chrono::steady_clock::now() + span;
+        while (std::chrono::steady_clock::now() < end) {
+            std::this_thread::sleep_for(100ms);
+            source->read(s, monotonic_now_ns());
+            EXPECT_GE(s[0].energy_total_uj, total) << "the total went back";
+            EXPECT_LE(s[0].energy_delta_uj, 1'000'000'000u) << "more than 1 kJ in 0.1 s from a 100 W supply";
+            total = s[0].energy_total_uj;
+            counted += s[0].energy_delta_uj;
+        }
+    };
+    run_for(500ms);
+    bmc.set_energy_kwh("1U", "Bay1", 10.0 + 1e5);
+    run_for(700ms);
+    bmc.set_energy_kwh("1U", "Bay1", 1e12);
+    run_for(700ms);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_TRUE(s[0].flags & KEPLERSHM_ZONE_VALID) << "counting went on after the jumps";
+    EXPECT_NEAR(static_cast<double>(counted) / 1e6, 100 * seconds, 100 * 0.25) << "100 W all along, nothing from the jumps";
+}
+
 TEST(RedfishSource, ABmcWithNothingToReadIsAClearError) {
     testing::TempDir dir;
     FakeBmcOptions options;
@@ -319,23 +360,79 @@ TEST(EnergySourceArithmetic, HeldPowerIsConsistentAndGapsAreNotBridged) {
 }
 
 TEST(EnergySourceArithmetic, PublishedTotalsNeverDecreaseAndCarryFractions) {
-    ZoneTotal total;
+    ZoneTotal total("test", 1e9);
     keplershm_zone_sample s{};
-    total.publish(1000.0, 0, s);
+    uint64_t t = 1'000'000'000;
+    auto publish = [&](double uj, uint32_t flags) { total.publish(uj, t += 1'000'000'000, flags, s); };
+    publish(1000.0, 0);
     EXPECT_FALSE(s.flags & KEPLERSHM_ZONE_VALID) << "the first total is the baseline";
-    total.publish(1500.7, KEPLERSHM_ZONE_INTEGRATED, s);
+    publish(1500.7, KEPLERSHM_ZONE_INTEGRATED);
     EXPECT_EQ(s.energy_delta_uj, 500u);
     EXPECT_EQ(s.flags, static_cast<uint32_t>(KEPLERSHM_ZONE_VALID | KEPLERSHM_ZONE_INTEGRATED));
-    total.publish(1501.0, 0, s);
+    publish(1501.0, 0);
     EXPECT_EQ(s.energy_delta_uj, 1u) << "fractions carry";
-    total.publish(1200.0, 0, s);
+    publish(1200.0, 0);
     EXPECT_EQ(s.energy_delta_uj, 0u) << "a meter that counted less is held back, never negative";
     EXPECT_EQ(s.energy_total_uj, 501u);
-    total.publish(1600.0, 0, s);
+    publish(1600.0, 0);
     EXPECT_EQ(s.energy_delta_uj, 99u);
     total.publish_invalid(KEPLERSHM_ZONE_STALE, s);
     EXPECT_EQ(s.energy_total_uj, 600u);
     EXPECT_EQ(s.flags, static_cast<uint32_t>(KEPLERSHM_ZONE_STALE));
+}
+
+// Jumps a BMC, a driver or a reset can put in a meter's total, one second apart on a 1 kW zone: a step
+// just above the ceiling, one of 1e5 kWh, one of 1e12 kWh (beyond what a 64-bit µJ count holds), and
+// totals that are not numbers. Each interval with a jump is invalid, the published total never moves
+// back or jumps, and counting goes on from the meter's new value.
+TEST(EnergySourceArithmetic, TotalsThatJumpBeyondTheCeilingRebaseTheZone) {
+    constexpr double kWatts = 1000, kSecondUj = 1e9;  // 1 kW for 1 s
+    ZoneTotal total("test", kWatts);
+    keplershm_zone_sample s{};
+    uint64_t t = 0;
+    double meter = 5e9;
+    uint64_t published = 0;
+    auto step = [&](double by) {
+        meter += by;
+        total.publish(meter, t += 1'000'000'000, 0, s);
+        EXPECT_GE(s.energy_total_uj, published) << "the total went back at meter " << meter;
+        published = s.energy_total_uj;
+    };
+    step(0);  // the baseline
+    step(0.5 * kSecondUj);
+    EXPECT_EQ(s.energy_delta_uj, 500'000'000u);
+    EXPECT_TRUE(s.flags & KEPLERSHM_ZONE_VALID);
+    for (const double jump : {1.01 * kSecondUj, 1e5 * 3.6e12, 1e12 * 3.6e12}) {
+        step(jump);
+        EXPECT_FALSE(s.flags & KEPLERSHM_ZONE_VALID) << jump;
+        EXPECT_EQ(s.energy_delta_uj, 0u) << jump;
+        if (jump > 1e20) {  // past 2^64 µJ a double's step is kilojoules: the meter restarts (the BMC source does so)
+            meter = 5e9;
+            total.rebase();
+            step(0);
+        }
+        step(0.25 * kSecondUj);
+        EXPECT_TRUE(s.flags & KEPLERSHM_ZONE_VALID) << "counting goes on from the new value after the jump of " << jump;
+        EXPECT_NEAR(static_cast<double>(s.energy_delta_uj), 250e6, 1e3) << jump;
+    }
+    for (const double not_a_number : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+        total.publish(not_a_number, t += 1'000'000'000, 0, s);
+        EXPECT_FALSE(s.flags & KEPLERSHM_ZONE_VALID);
+        EXPECT_EQ(s.energy_total_uj, published);
+        step(0);
+        step(0.1 * kSecondUj);
+        EXPECT_EQ(s.energy_delta_uj, 100'000'000u) << "after " << not_a_number;
+    }
+    // Steps (counters, integrated power) are bounded the same way.
+    total.publish_step(2 * kSecondUj, 1'000'000'000, 0, s);
+    EXPECT_FALSE(s.flags & KEPLERSHM_ZONE_VALID);
+    EXPECT_EQ(s.energy_total_uj, published);
+    total.publish_step(std::numeric_limits<double>::infinity(), 1'000'000'000, 0, s);
+    EXPECT_FALSE(s.flags & KEPLERSHM_ZONE_VALID);
+    total.publish_step(0.75 * kSecondUj, 1'000'000'000, KEPLERSHM_ZONE_WRAPPED, s);
+    EXPECT_EQ(s.flags, static_cast<uint32_t>(KEPLERSHM_ZONE_VALID | KEPLERSHM_ZONE_WRAPPED));
+    EXPECT_EQ(s.energy_delta_uj, 750'000'000u);
+    EXPECT_EQ(total.jumps(), 7u);
 }
 
 }  // namespace

@@ -72,7 +72,7 @@ TEST(BpfSource, AttachTypeIsOneOfTheChain) {
     EXPECT_FALSE(source.program().program_ids().empty());
 }
 
-TEST(BpfSource, BusyChildGetsWholeIntervalEveryFrameAndMatchesProcStat) {
+TEST(BpfSource, BusyChildGetsWhatItsClockSaysEveryFrameAndMatchesProcStat) {
     SKIP_WITHOUT_BPF();
     BpfSource source(BpfOptions{});
     BusyChild child(testing::test_cpu(), 1.0);
@@ -94,8 +94,9 @@ TEST(BpfSource, BusyChildGetsWholeIntervalEveryFrameAndMatchesProcStat) {
             previous = now;
             continue;
         }
-        EXPECT_GE(p->cpu_time_ns, interval * 85 / 100)
-            << "frame " << frame << ": a pinned busy child must show ~the whole interval (" << interval << " ns)" << why;
+        // Never more than wall time. How much of the interval the child got is the host's business (a
+        // pinned child at nice -20 owns its CPU only while no other test pins one there): what it got
+        // is its own clock, checked next.
         EXPECT_LE(p->cpu_time_ns, interval + 1'000'000) << "frame " << frame << ": more than the interval" << why;
         // The scheduler's own count between the same boundaries, whatever delays the machine adds.
         // Below: a switch the kernel does not report is repaired within 20 ms (kepler_repair), plus
@@ -592,12 +593,14 @@ TEST_P(BpfAttachFlavour, CountsABusyChild) {
     EXPECT_EQ(source.program().mode(), GetParam());
     BusyChild child(testing::test_cpu(), 1.0);
     testing::sleep_ms(200);
-    const uint64_t begin = source.sample().read_time_ns;
+    const testing::Bracketed first = testing::sample_bracketed(source, child);
     testing::sleep_ms(1000);
-    const SourceSample s = source.sample();
-    const ProcessActivity* p = find(s, child.pid());
+    const testing::Bracketed second = testing::sample_bracketed(source, child);
+    const ProcessActivity* p = find(second.sample, child.pid());
     ASSERT_NE(p, nullptr);
-    EXPECT_GE(p->cpu_time_ns, (s.read_time_ns - begin) * 85 / 100) << to_string(GetParam());
+    // What the child's own clock says it ran between the two samples (a repaired switch aside).
+    EXPECT_GE(p->cpu_time_ns + kRepairSlack, second.before_ns - first.after_ns) << to_string(GetParam());
+    EXPECT_LE(p->cpu_time_ns, second.sample.read_time_ns - first.sample.read_time_ns + 1'000'000) << to_string(GetParam());
     EXPECT_EQ(p->key.start_time_ticks, testing::proc_times(child.pid()).start_ticks);
 }
 
