@@ -146,7 +146,9 @@ std::optional<BmcConfig> bmc_config(const CollectorOptions& o, const std::string
     }
     if (!o.redfish_ca_file.empty()) config.ca_file = o.redfish_ca_file;
     if (o.redfish_insecure) config.insecure = true;
+    if (o.redfish_allow_plain_http) config.allow_plain_http = true;
     apply_bmc_credentials(config, o.redfish_credentials_file);
+    check_bmc_transport(config);
     config.poll_interval = o.redfish_poll;
     config.request_timeout = o.redfish_timeout;
     config.max_age = o.redfish_max_age;

@@ -117,6 +117,8 @@ void add_redfish_options(CLI::App& app, CollectorOptions& o, UnitOptions& units)
     app.add_option("--redfish-bmc-id", o.redfish_bmc_id, "bmc_id label of --redfish-endpoint (default: its host)");
     app.add_option("--redfish-ca-file", o.redfish_ca_file, "CA bundle to verify the BMC with");
     app.add_flag("--redfish-insecure", o.redfish_insecure, "Do not verify the BMC's certificate (lab BMCs; logged as a warning)");
+    app.add_flag("--redfish-allow-plain-http", o.redfish_allow_plain_http,
+                 "Send BMC credentials over an http:// endpoint, in clear text (lab BMCs; logged as a warning)");
     app.add_option("--redfish-auth", o.redfish_auth, "session (X-Auth-Token) or basic")
         ->check(CLI::IsMember({"session", "basic"}))->capture_default_str();
     app.add_option("--redfish-credentials-file", o.redfish_credentials_file,

@@ -44,6 +44,14 @@ void check_bmc_endpoint(const std::string& endpoint) {
     }
 }
 
+void check_bmc_transport(const BmcConfig& config) {
+    if (support::is_https(config.endpoint) || config.username.empty() || config.allow_plain_http) return;
+    throw BmcConfigError(fmt::format(
+        "BMC {} ({}): its credentials would travel in clear text over plain http; use an https:// endpoint, or allow "
+        "it for a lab BMC with --redfish-allow-plain-http (\"allow_plain_http\": true in the configuration)",
+        config.id, config.endpoint));
+}
+
 BmcConfig bmc_config_for_node(const std::string& path, const std::string& node) {
     const ReadResult r = read_text_file(path, kMaxConfigBytes);
     if (!r.ok()) throw BmcConfigError(fmt::format("BMC configuration: {}", r.message));
@@ -78,6 +86,12 @@ BmcConfig bmc_config_for_node(const std::string& path, const std::string& node) 
     if (bmc.contains("insecure")) {
         if (!bmc["insecure"].is_boolean()) throw BmcConfigError(fmt::format("{}: \"insecure\" is not true or false", where));
         config.insecure = bmc["insecure"].get<bool>();
+    }
+    if (bmc.contains("allow_plain_http")) {
+        if (!bmc["allow_plain_http"].is_boolean()) {
+            throw BmcConfigError(fmt::format("{}: \"allow_plain_http\" is not true or false", where));
+        }
+        config.allow_plain_http = bmc["allow_plain_http"].get<bool>();
     }
     const std::string auth = string_field(bmc, "auth", where);
     if (!auth.empty() && auth != "session" && auth != "basic") {

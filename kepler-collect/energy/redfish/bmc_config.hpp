@@ -22,6 +22,7 @@ struct BmcConfig {
     std::string ca_file;             // PEM to verify the BMC with; empty: the system store
     bool insecure = false;           // skip TLS verification (lab BMCs): logged loudly
     bool basic_auth = false;         // HTTP Basic on every request instead of a Redfish session
+    bool allow_plain_http = false;   // credentials over http:// (lab BMCs): refused unless set, then logged loudly
     std::chrono::milliseconds poll_interval{2000};
     std::chrono::milliseconds request_timeout{5000};
     std::chrono::milliseconds max_age{10000};  // an older reading is stale: not used
@@ -32,7 +33,7 @@ struct BmcConfig {
 ///   {"nodes": {"<node>": "<bmc id>"},
 ///    "bmcs": {"<bmc id>": {"endpoint": "https://…", "username": "…", "password": "…",
 ///                          "username_file": "…", "password_file": "…", "ca_file": "…",
-///                          "insecure": false, "auth": "session"|"basic"}}}
+///                          "insecure": false, "auth": "session"|"basic", "allow_plain_http": false}}}
 /// `username_file`/`password_file` (a mounted secret) win over the inline values. Throws BmcConfigError
 /// naming the file and the problem (unreadable, not JSON, node or BMC missing, no endpoint, a username
 /// without a password).
@@ -44,5 +45,9 @@ void apply_bmc_credentials(BmcConfig& config, const std::string& credentials_fil
 
 /// Checks an endpoint: http(s)://host[:port] with nothing after the authority but an optional "/".
 void check_bmc_endpoint(const std::string& endpoint);
+
+/// Refuses credentials that would travel in clear text (an http:// endpoint) unless the operator allowed
+/// it (`allow_plain_http`); throws BmcConfigError saying how to fix it.
+void check_bmc_transport(const BmcConfig& config);
 
 }  // namespace kepler::collect

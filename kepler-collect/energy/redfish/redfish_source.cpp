@@ -8,6 +8,7 @@
 
 #include "common/text_io.hpp"
 #include "keplershm/keplershm.hpp"
+#include "support/http/http_client.hpp"
 #include "support/log/log.hpp"
 
 namespace kepler::collect {
@@ -178,6 +179,10 @@ std::unique_ptr<EnergySource> make_redfish_source(const BmcConfig& config) {
     if (config.insecure) {
         log_warn("redfish: BMC {} ({}): TLS verification is OFF (insecure): anyone on the path can read its "
                  "credentials and forge its readings; use a CA file outside the lab", config.id, config.endpoint);
+    }
+    if (config.allow_plain_http && !config.username.empty() && !support::is_https(config.endpoint)) {
+        log_warn("redfish: BMC {} ({}): credentials go over plain http, in clear text (allowed): anyone on the path can "
+                 "read them; use https outside the lab", config.id, config.endpoint);
     }
     auto client = std::make_unique<RedfishClient>(config);
     std::vector<RedfishMeter> meters = client->discover();

@@ -53,6 +53,7 @@ struct CollectorOptions {
     std::string redfish_bmc_id;            // its bmc_id label (default: the endpoint's host)
     std::string redfish_ca_file;
     bool redfish_insecure = false;
+    bool redfish_allow_plain_http = false;  // credentials over http:// (refused otherwise)
     std::string redfish_auth = "session";  // session | basic
     std::string redfish_credentials_file;  // username on line 1, password on line 2 (or $KEPLER_BMC_*)
     std::chrono::milliseconds redfish_poll = std::chrono::seconds(2);

@@ -231,5 +231,18 @@ TEST(EndToEnd, HelpAndUsageErrors) {
     EXPECT_NE(output.find("shm-name"), std::string::npos) << output;
 }
 
+// BMC credentials that would travel in clear text stop the collector before anything is sent, saying how
+// to go on; nothing listens at the endpoint, so a request would have been a connection error instead.
+TEST(EndToEnd, BmcCredentialsOverPlainHttpAreRefusedBeforeAnythingIsSent) {
+    testing::TempDir dir;
+    dir.write("credentials", "admin\nsecret\n");
+    Collector c({"--shm-name", testing::unique_segment_name("plain-bmc"), "--source", "procfs", "--redfish-endpoint", "http://127.0.0.1:9",
+                 "--redfish-credentials-file", (dir.path() / "credentials").string()});
+    EXPECT_NE(c.stop(0), 0);
+    const std::string output = c.log();
+    EXPECT_NE(output.find("clear text"), std::string::npos) << output;
+    EXPECT_NE(output.find("--redfish-allow-plain-http"), std::string::npos) << output;
+}
+
 }  // namespace
 }  // namespace kepler::collect

@@ -344,6 +344,34 @@ TEST(BmcConfig, KeplersNodeToBmcMapWithSecretFiles) {
               std::string::npos);
 }
 
+TEST(BmcConfig, CredentialsOverPlainHttpOnlyWhenTheOperatorAllowsIt) {
+    BmcConfig c;
+    c.id = "bmc-1";
+    c.endpoint = "http://10.0.0.9";
+    EXPECT_NO_THROW(check_bmc_transport(c)) << "no credentials, nothing to leak";
+    c.username = "admin";
+    c.password = "secret";
+    try {
+        check_bmc_transport(c);
+        ADD_FAILURE() << "credentials over plain http were accepted";
+    } catch (const BmcConfigError& e) {
+        EXPECT_NE(std::string(e.what()).find("clear text"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("allow_plain_http"), std::string::npos) << e.what();
+    }
+    c.allow_plain_http = true;
+    EXPECT_NO_THROW(check_bmc_transport(c));
+    c.allow_plain_http = false;
+    c.endpoint = "https://10.0.0.9";
+    EXPECT_NO_THROW(check_bmc_transport(c));
+
+    testing::TempDir dir;
+    dir.write("bmc.json", R"({"nodes": {"node-a": "bmc-1"},
+        "bmcs": {"bmc-1": {"endpoint": "http://10.0.0.9", "username": "u", "password": "p", "allow_plain_http": true}}})");
+    EXPECT_TRUE(bmc_config_for_node((dir.path() / "bmc.json").string(), "node-a").allow_plain_http);
+    dir.write("bmc.json", R"({"nodes": {"node-a": "bmc-1"}, "bmcs": {"bmc-1": {"endpoint": "http://h", "allow_plain_http": "yes"}}})");
+    EXPECT_THROW((void)bmc_config_for_node((dir.path() / "bmc.json").string(), "node-a"), BmcConfigError);
+}
+
 TEST(EnergySourceArithmetic, HeldPowerIsConsistentAndGapsAreNotBridged) {
     HeldPowerIntegral p(1'000'000'000);  // max age 1 s
     EXPECT_FALSE(p.total_uj(0));
