@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cmath>
+#include <iostream>
 #include <stdexcept>
 
 #include "support/cli/units.hpp"
@@ -94,10 +95,20 @@ std::optional<Options> parse_options(int argc, char** argv, int& exit_code) {
                                             "how often the kubelet's GPU allocations are read (10, 10s, 1m)"))
         ->check(CLI::Range(0.1, 3600.0))
         ->capture_default_str();
+    support::duration_option(app.add_option("--pod-resources-expiry", o.pod_resources_expiry_s,
+                                            "how long the kubelet's last GPU allocations are believed while it does not "
+                                            "answer; then they are dropped (30s, 5m)"))
+        ->check(CLI::Range(1.0, 86400.0))
+        ->capture_default_str();
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         exit_code = support::usage_exit(app, e);
+        return std::nullopt;
+    }
+    if (o.pod_resources_expiry_s < o.pod_resources_refresh_s) {
+        std::cerr << "kepler-estimate: --pod-resources-expiry must be at least --pod-resources-refresh (one call to answer)\n";
+        exit_code = 2;
         return std::nullopt;
     }
     o.listen_given = listen->count() > 0;

@@ -43,6 +43,7 @@ struct Options {
     std::string pod_resources = "/var/lib/kubelet/pod-resources/kubelet.sock";  // "off": not read
     bool pod_resources_given = false;
     double pod_resources_refresh_s = 10;
+    double pod_resources_expiry_s = 60;  // the last allocations, believed this long while the kubelet fails
 };
 
 /// Parses argv. Returns nullopt when the program should exit with `exit_code` (help, bad usage).

@@ -162,6 +162,7 @@ std::unique_ptr<PodResourcesWatch> watch_pod_resources(const Options& o) {
     PodResourcesOptions options;
     options.socket = o.pod_resources;
     options.refresh = std::chrono::milliseconds(static_cast<int64_t>(o.pod_resources_refresh_s * 1000));
+    options.expiry = std::chrono::milliseconds(static_cast<int64_t>(o.pod_resources_expiry_s * 1000));
     return std::make_unique<PodResourcesWatch>(options);
 }
 

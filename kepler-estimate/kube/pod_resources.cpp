@@ -97,6 +97,15 @@ void PodResourcesWatch::run() {
     }
 }
 
+void PodResourcesWatch::expire_if_old() {
+    if (answers_.load(std::memory_order_relaxed) == 0 || std::chrono::steady_clock::now() - last_answer_at_ < options_.expiry) return;
+    std::lock_guard lock(mutex_);
+    if (current_->by_device.empty()) return;  // dropped already, or nothing was allocated
+    log_warn("kubelet pod-resources on {}: no answer for {} s: the last GPU allocations are dropped until it answers "
+             "(GPUs are matched to pods by their processes only)", options_.socket, options_.expiry.count() / 1000.0);
+    current_ = std::make_shared<const GpuAllocations>();
+}
+
 void PodResourcesWatch::refresh(std::string& last_error) {
     size_t dropped = 0;
     std::shared_ptr<const GpuAllocations> answer;
@@ -104,10 +113,12 @@ void PodResourcesWatch::refresh(std::string& last_error) {
         answer = std::make_shared<const GpuAllocations>(client_.list(dropped));
     } catch (const PodResourcesError& e) {
         failures_.fetch_add(1, std::memory_order_relaxed);
-        if (e.what() != last_error) log_warn("{}: GPU allocations kept as last read", e.what());
+        if (e.what() != last_error) log_warn("{}: GPU allocations kept as last read, for {} s after it", e.what(), options_.expiry.count() / 1000.0);
         last_error = e.what();
+        expire_if_old();
         return;
     }
+    last_answer_at_ = std::chrono::steady_clock::now();
     const bool first = answers_.fetch_add(1, std::memory_order_relaxed) == 0;
     if (first || !last_error.empty()) {
         log_info("kubelet pod-resources on {}: {} GPU device(s) allocated to containers", options_.socket, answer->by_device.size());

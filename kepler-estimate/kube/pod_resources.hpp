@@ -23,6 +23,9 @@ struct PodResourcesOptions {
     std::string socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
     std::chrono::milliseconds refresh{10'000};  // between List calls
     std::chrono::milliseconds timeout{5'000};   // of one List call
+    // How long the last answer is believed while List calls fail: after it the allocations are dropped
+    // (a GPU freed meanwhile would otherwise stay charged to its old holder for ever).
+    std::chrono::milliseconds expiry{60'000};
     // A node's answer is tens of kB; a larger one is refused (the kubelet's socket is root's, but its
     // answer is still input: it names every pod of the node).
     int max_response_bytes = 16 << 20;
@@ -60,8 +63,9 @@ private:
 };
 
 /// Calls List every `refresh` on its own thread. Each change of state is logged once: the first answer,
-/// a failure (with the kubelet's reason), the answer after a failure. A failed call keeps the last answer:
-/// allocations outlive a kubelet restart.
+/// a failure (with the kubelet's reason), the answer after a failure, the allocations dropped. A failed
+/// call keeps the last answer for `expiry` after it arrived (allocations outlive a kubelet restart), then
+/// drops it until the kubelet answers again.
 class PodResourcesWatch {
 public:
     explicit PodResourcesWatch(PodResourcesOptions options);
@@ -78,6 +82,8 @@ public:
 private:
     void run();
     void refresh(std::string& last_error);
+    /// Drops the allocations once the last answer is older than `expiry`.
+    void expire_if_old();
 
     PodResourcesOptions options_;
     PodResourcesClient client_;
@@ -85,6 +91,7 @@ private:
     std::condition_variable wake_;
     bool stop_ = false;
     std::shared_ptr<const GpuAllocations> current_;
+    std::chrono::steady_clock::time_point last_answer_at_{};  // the refresh thread's only
     std::atomic<uint64_t> answers_{0}, failures_{0};
     std::thread thread_;  // last: started once the members it uses exist
 };

@@ -169,4 +169,32 @@ TEST(PodResources, TheWatchFollowsChangesAndKeepsTheLastAnswerWhileTheKubeletFai
     EXPECT_EQ(watch.current()->holders(nvidia("GPU-1")), nullptr) << "a GPU given back has no holder";
 }
 
+// A kubelet that stops answering for good: its last allocations hold for `expiry` after the last answer,
+// then are dropped (the GPU may have been freed meanwhile), and come back with the next answer.
+TEST(PodResources, TheLastAnswerIsDroppedOnceTheKubeletHasNotAnsweredForTheExpiry) {
+    estimate_test::TempDir dir;
+    FakeKubelet kubelet(dir.path() / "kubelet.sock");
+    kubelet.set_pods({{"a", "ns", {{"c", {{"nvidia.com/gpu", {"GPU-1"}}}}}}});
+    PodResourcesOptions o = options_for(kubelet);
+    o.refresh = std::chrono::milliseconds(20);
+    o.expiry = std::chrono::milliseconds(600);
+    PodResourcesWatch watch(o);
+    auto wait_for = [](auto done) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        return done();
+    };
+    ASSERT_TRUE(wait_for([&] { return watch.current()->holders(nvidia("GPU-1")) != nullptr; }));
+    // Every answer from here on came after `before`: an answer counted after it is later than it.
+    const auto before = std::chrono::steady_clock::now();
+    const uint64_t answers = watch.answers();
+    ASSERT_TRUE(wait_for([&] { return watch.answers() > answers; }));
+    kubelet.set_failure(grpc::Status(grpc::StatusCode::UNAVAILABLE, "down"));
+    ASSERT_TRUE(wait_for([&] { return watch.current()->holders(nvidia("GPU-1")) == nullptr; })) << "never dropped";
+    EXPECT_GE(std::chrono::steady_clock::now() - before, o.expiry) << "dropped before the expiry after the last answer";
+    EXPECT_GT(watch.failures(), 0u);
+    kubelet.set_failure(std::nullopt);
+    ASSERT_TRUE(wait_for([&] { return watch.current()->holders(nvidia("GPU-1")) != nullptr; })) << "back with the next answer";
+}
+
 }  // namespace
