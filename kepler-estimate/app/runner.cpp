@@ -41,6 +41,10 @@ void log_lines(const std::vector<std::string>& lines) {
     for (const std::string& line : lines) log_info("{}", line);
 }
 
+void log_lines(const std::vector<PublishNote>& notes) {
+    for (const PublishNote& note : notes) note.warning ? log_warn("{}", note.text) : log_info("{}", note.text);
+}
+
 void write_prometheus_text(const std::string& path, const Estimator& estimator, ExportOptions export_options) {
     export_options.include_timing = false;  // the file must be the same for the same input
     const std::string text = PrometheusExport(estimator, export_options).render().text();

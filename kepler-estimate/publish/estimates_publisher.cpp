@@ -72,38 +72,45 @@ std::string estimates_segment_name(const std::string& prefix, const std::string&
     return prefix + "-" + model;
 }
 
-EstimatesPublisher::EstimatesPublisher(std::string prefix) : prefix_(std::move(prefix)) {
+EstimatesPublisher::EstimatesPublisher(std::string prefix, std::chrono::milliseconds retry) : prefix_(std::move(prefix)), retry_(retry) {
     (void)estimates_segment_name(prefix_, "m");  // refuse a bad prefix at start, not at the first frame
 }
 
-std::vector<std::string> EstimatesPublisher::publish(const keplershm::FrameView& frame, const std::vector<ModelAnswer>& answers,
+std::vector<PublishNote> EstimatesPublisher::publish(const keplershm::FrameView& frame, const std::vector<ModelAnswer>& answers,
                                                      const std::string& primary, const Attribution& attribution) {
-    std::vector<std::string> log;
+    std::vector<PublishNote> log;
     if (frame.interval_end_ns() <= frame.interval_start_ns()) return log;  // no energy over an empty interval
     for (const ModelAnswer& answer : answers) publish_one(frame, answer, answer.name == primary ? &attribution : nullptr, log);
     return log;
 }
 
-std::vector<std::string> EstimatesPublisher::heartbeat() {
-    std::vector<std::string> log;
+std::vector<PublishNote> EstimatesPublisher::heartbeat() {
+    std::vector<PublishNote> log;
     for (auto& [model, channel] : channels_) {
         if (!channel.writer) continue;
         try {
             channel.writer->heartbeat();  // also notices another writer that took the name over
         } catch (const keplershm::Error& e) {
-            log.push_back(fmt::format("model {}: estimates segment {}: {}; not published any more",
-                                      model, channel.writer->name(), e.what()));
-            channel.writer.reset();
-            channel.failed = true;
+            fail(channel, fmt::format("model {}: estimates segment {}: {}", model, channel.writer->name(), e.what()), log);
         }
     }
     return log;
 }
 
+void EstimatesPublisher::fail(Channel& channel, std::string reason, std::vector<PublishNote>& log) const {
+    channel.writer.reset();
+    channel.retry_at = std::chrono::steady_clock::now() + retry_;
+    if (reason != channel.last_failure) {
+        log.push_back({true, fmt::format("{}; not published, tried again every {:.3g} s", reason,
+                                         std::chrono::duration<double>(retry_).count())});
+    }
+    channel.last_failure = std::move(reason);
+}
+
 void EstimatesPublisher::publish_one(const keplershm::FrameView& frame, const ModelAnswer& answer,
-                                     const Attribution* attribution, std::vector<std::string>& log) {
+                                     const Attribution* attribution, std::vector<PublishNote>& log) {
     Channel& channel = channels_[answer.name];
-    if (channel.failed) return;
+    if (channel.retry_at && std::chrono::steady_clock::now() < *channel.retry_at) return;
     const std::vector<ZoneKey> keys = zone_keys(answer.energy);
     fill_rows(frame, answer, keys, attribution, channel, log);
     if (rows_.empty()) return;
@@ -114,7 +121,9 @@ void EstimatesPublisher::publish_one(const keplershm::FrameView& frame, const Mo
             channel.zones = zones;
             channel.version = answer.version;
             open(channel, answer.name, static_cast<uint32_t>(rows_.size()));
-            log.push_back(fmt::format("model {}: publishing its estimates in segment {}", answer.name, channel.writer->name()));
+            log.push_back({false, fmt::format("model {}: publishing its estimates in segment {}", answer.name, channel.writer->name())});
+            channel.retry_at.reset();
+            channel.last_failure.clear();
         }
         keplershm::Draft draft = channel.writer->begin();
         keplershm_frame& out = draft.frame();
@@ -127,17 +136,15 @@ void EstimatesPublisher::publish_one(const keplershm::FrameView& frame, const Mo
         for (const keplershm_estimate& r : rows_) draft.add_estimate(r);  // fits: capacity checked above
         channel.writer->commit(draft);
     } catch (const keplershm::Error& e) {
-        log.push_back(fmt::format("model {}: cannot publish in {}: {}; not published any more", answer.name,
-                                  estimates_segment_name(prefix_, answer.name), e.what()));
-        channel.writer.reset();
-        channel.failed = true;
+        fail(channel, fmt::format("model {}: cannot publish in {}: {}", answer.name, estimates_segment_name(prefix_, answer.name), e.what()),
+             log);
     }
 }
 
 // Rows of one answer into rows_: one per zone, and for the primary one per (workload, zone) with the
 // energy the attribution gave the workload's processes (processes without a workload have no row).
 void EstimatesPublisher::fill_rows(const keplershm::FrameView& frame, const ModelAnswer& answer, const std::vector<ZoneKey>& keys,
-                                   const Attribution* attribution, Channel& channel, std::vector<std::string>& log) {
+                                   const Attribution* attribution, Channel& channel, std::vector<PublishNote>& log) {
     rows_.clear();
     const std::string& model = answer.name;
     const double seconds = static_cast<double>(frame.interval_end_ns() - frame.interval_start_ns()) / 1e9;
@@ -148,8 +155,8 @@ void EstimatesPublisher::fill_rows(const keplershm::FrameView& frame, const Mode
         rows_.push_back(row(i, kNoIndex, uj, seconds));
         if (rows_.back().power_watts > keplershm::kMaxEstimateWatts) {
             // Not a value the protocol allows (consumers would refuse the answer): this frame is not answered.
-            log.push_back(fmt::format("model {}: frame {}: {} W in one zone is beyond {} W; not published", model,
-                                      frame.sequence(), rows_.back().power_watts, keplershm::kMaxEstimateWatts));
+            log.push_back({true, fmt::format("model {}: frame {}: {} W in one zone is beyond {} W; not published", model,
+                                             frame.sequence(), rows_.back().power_watts, keplershm::kMaxEstimateWatts)});
             rows_.clear();
             return;
         }
@@ -159,8 +166,8 @@ void EstimatesPublisher::fill_rows(const keplershm::FrameView& frame, const Mode
     const size_t wanted = rows_.size() + static_cast<size_t>(workloads.size()) * attribution->zones.size();
     if (wanted > kMaxPublishedRows) {
         if (!channel.said_too_many) {
-            log.push_back(fmt::format("model {}: {} workload rows would exceed {} rows per answer: published without them",
-                                      model, wanted - rows_.size(), kMaxPublishedRows));
+            log.push_back({true, fmt::format("model {}: {} workload rows would exceed {} rows per answer: published without them",
+                                             model, wanted - rows_.size(), kMaxPublishedRows)});
         }
         channel.said_too_many = true;
         return;

@@ -1,5 +1,7 @@
 // The single writer of a segment: creation (replacing a dead writer atomically), the publish path, the
 // heartbeat, growth into a new generation, and retirement.
+#include <pwd.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -100,6 +102,21 @@ bool predecessor_alive(const MappedSegment& old, const std::string& name, uint64
     }
 }
 
+/// Who owns what stands under `name`, for a refusal: "owned by uid 65534 (nobody)"; the user name where the
+/// system knows it. Empty when it cannot be told (then the refusal says what it can).
+std::string owner_of(const std::string& name) {
+    struct stat st {};
+    if (lstat(segment_path(name).c_str(), &st) != 0) return {};
+    std::string text = fmt::format("owned by uid {}", st.st_uid);
+    struct passwd entry {};
+    struct passwd* found = nullptr;
+    char buffer[1024];
+    if (getpwuid_r(st.st_uid, &entry, buffer, sizeof buffer, &found) == 0 && found != nullptr) {
+        text += fmt::format(" ({})", found->pw_name);
+    }
+    return text;
+}
+
 /// What stands under `name`; with `judge_liveness`, watched until it is known to be alive or dead (and
 /// `options.on_warning` told first, since that can take a heartbeat timeout).
 Predecessor inspect_predecessor(const std::string& name, bool judge_liveness, const WriterOptions& options) {
@@ -109,15 +126,16 @@ Predecessor inspect_predecessor(const std::string& name, bool judge_liveness, co
         old = MappedSegment::open_read_only(name);
     } catch (const Error& e) {
         if (e.code() == KEPLERSHM_E_NOT_FOUND) return p;
-        fail(e.code(), "{} is in the way: {}; remove it or use another segment name", segment_path(name), e.what());
+        fail(e.code(), "{} ({}) is in the way: {}; remove it or use another segment name", segment_path(name), owner_of(name),
+             e.what());
     }
     p.exists = true;
     const Layout layout = [&] {
         try {
             return read_segment_layout(old);
         } catch (const Error& e) {  // garbage or a foreign object: refuse to touch it, and say what to do
-            fail(KEPLERSHM_E_CORRUPT, "{} holds something that is not a usable keplershm segment ({}); remove it or "
-                 "use another segment name", segment_path(name), e.what());
+            fail(KEPLERSHM_E_CORRUPT, "{} ({}) holds something that is not a usable keplershm segment ({}); remove it or "
+                 "use another segment name", segment_path(name), owner_of(name), e.what());
         }
     }();
     const uint64_t claimed_ns = default_heartbeat_timeout_ns(layout.header.heartbeat_period_ns);

@@ -3,6 +3,8 @@
 // own `external:` reader accepts every answer (the protocol conformance check of PROTOCOL.md §8).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -122,6 +124,37 @@ TEST(EstimatesPublisher, EveryModelsAnswerIsReadBackAsTheEstimatorComputedIt) {
 }
 
 // A model whose zones or version change gets a new generation of its segment; a reader follows it.
+// Another local user creates the segment's name first (any file under /dev/shm): the model is not
+// published, a warning names the file's owner, and once the file is gone the next try publishes.
+TEST(EstimatesPublisher, ASquattedNameIsAWarningNamingTheOwnerAndIsTriedAgain) {
+    Feed feed(node_options(4, kProcfsMetrics));
+    const std::string prefix = unique_segment_name("pub-squat");
+    const std::string path = "/dev/shm/" + estimates_segment_name(prefix, "m");
+    std::ofstream(path) << "not a segment";
+    if (geteuid() == 0) {
+        ASSERT_EQ(chown(path.c_str(), 65534, 65534), 0) << "a squatter: nobody";
+    }
+    const std::string owner = fmt::format("owned by uid {}", geteuid() == 0 ? 65534 : geteuid());
+    EstimatesPublisher publisher(prefix, milliseconds(200));
+    const std::vector<ModelAnswer> answers = {ModelAnswer{"m", "v1", NodeEnergy{{ZoneEnergy{ZoneKey{ZoneKind::package, 0}, 10'000'000, 0, {}}}, "m"}}};
+    uint64_t start = 1'000'000'000;
+    auto publish = [&] { return publisher.publish(feed.frame(simple_frame(start += 1'000'000'000, 1'000'000'000, {100'000'000})), answers, "", Attribution{}); };
+    std::vector<PublishNote> notes = publish();
+    ASSERT_EQ(notes.size(), 1u);
+    EXPECT_TRUE(notes[0].warning);
+    EXPECT_NE(notes[0].text.find(owner), std::string::npos) << notes[0].text;
+    EXPECT_NE(notes[0].text.find("tried again"), std::string::npos) << notes[0].text;
+    EXPECT_TRUE(publish().empty()) << "said once, and not tried again before the retry time";
+    std::filesystem::remove(path);
+    std::this_thread::sleep_for(milliseconds(250));
+    notes = publish();
+    ASSERT_EQ(notes.size(), 1u);
+    EXPECT_FALSE(notes[0].warning) << notes[0].text;
+    keplershm::Reader reader = keplershm::Reader::open(estimates_segment_name(prefix, "m"));
+    keplershm::FrameView got;
+    EXPECT_EQ(reader.next(milliseconds(5000), got), keplershm::Status::ok);
+}
+
 TEST(EstimatesPublisher, NewZonesOrVersionMakeANewGenerationThatReadersFollow) {
     Feed feed(node_options(4, kProcfsMetrics));
     const std::string prefix = unique_segment_name("pub-gen");
