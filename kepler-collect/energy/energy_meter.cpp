@@ -30,7 +30,7 @@ void EnergyMeter::add_source(std::unique_ptr<EnergySource> source) {
         notes_.push_back(fmt::format("zone {} of {} left out: a segment holds at most {} zones",
                                      keplershm::get_text(zones[i].name), source->describe(), KEPLERSHM_MAX_ZONES));
     }
-    if (taken == 0) return;
+    if (taken == 0 && !zones.empty()) return;  // no room for any of its zones (a zone-less GPU source still counts use)
     std::vector<std::string> names;
     for (size_t i = 0; i < taken; ++i) {
         const std::string wanted(keplershm::get_text(zones[i].name));
@@ -50,8 +50,11 @@ void EnergyMeter::add_source(std::unique_ptr<EnergySource> source) {
 void EnergyMeter::add_gpu_source(std::unique_ptr<GpuSource> source) {
     GpuSource* gpu = source.get();
     const size_t before = zone_count_;
+    const bool metered = !source->zones().empty();
     add_source(std::move(source));
-    if (zone_count_ == before) return;  // no room for any of its zones
+    // Dropped when none of its zones fitted; kept without zones when it has none (an iGPU without a
+    // meter: its use is published, and a rescan knows the card, so it makes no new generation).
+    if (metered && zone_count_ == before) return;
     gpus_.push_back(Gpus{gpu, static_cast<uint32_t>(before), static_cast<uint32_t>(zone_count_ - before)});
 }
 

@@ -225,6 +225,32 @@ TEST(DrmSource, ACardAddedIsANewDeviceAndOnlyThen) {
     EXPECT_TRUE(drm->new_devices()) << "a hot-plugged card";
 }
 
+// An integrated GPU without a hwmon meter (i915 on most laptops and many servers' iGPUs): no zone, but the
+// card is the meter's, its use is published, and a rescan finds nothing new (it made a new segment
+// generation at every --gpu-rescan when the zone-less source was dropped).
+TEST(DrmSource, ACardWithoutAMeterIsKeptForItsUseAndIsNoNewDeviceAtARescan) {
+    TempDir sys, proc;
+    sys.write("class/drm/card0/device/uevent", "DRIVER=i915\nPCI_CLASS=30000\nPCI_ID=8086:A7A0\nPCI_SLOT_NAME=0000:00:02.0\n");
+    link_fd(proc, 100, 3, "/dev/dri/renderD128");
+    proc.write("100/fdinfo/3", "drm-driver:\ti915\ndrm-pdev:\t0000:00:02.0\ndrm-client-id:\t3\ndrm-engine-render:\t250000000 ns\n");
+    std::string why;
+    std::unique_ptr<GpuSource> drm = make_drm_source(DrmSettings{sys.path(), proc.path()}, why);
+    ASSERT_TRUE(drm) << why;
+    EXPECT_TRUE(drm->zones().empty());
+    EnergyMeter meter = EnergyMeter::discover(sys.path());
+    meter.add_gpu_source(std::move(drm));
+    EXPECT_TRUE(meter.empty()) << "no energy zone";
+    EXPECT_TRUE(meter.has_gpu_source("drm")) << "the card is this meter's";
+    EXPECT_FALSE(meter.gpu_sources_have_new_devices()) << "a rescan finds the card it knows";
+    std::vector<keplershm_gpu_device> devices;
+    std::vector<GpuProcessUse> uses;
+    meter.read_gpus(devices, uses, monotonic_now_ns());
+    ASSERT_EQ(devices.size(), 1u);
+    EXPECT_EQ(devices[0].zone_index, 0xffffffffu) << "no zone";
+    ASSERT_EQ(uses.size(), 1u) << "its use is published";
+    EXPECT_EQ(uses[0].pid, 100u);
+}
+
 TEST(DrmSource, NoCardMeansNoSourceAndSaysWhy) {
     TempDir sys, proc;
     sys.write("class/drm/card0/device/uevent", "DRIVER=nvidia\n");
