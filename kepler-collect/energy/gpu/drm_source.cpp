@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <map>
-#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -27,7 +26,6 @@ namespace {
 
 constexpr uint32_t kNone = 0xffffffffu;
 constexpr uint64_t kFdRescanNs = 5'000'000'000ull;  // how stale a process's list of DRM descriptors may be
-constexpr size_t kMaxFdsPerProcess = 65536;
 constexpr uint64_t kMaxEnginesPerClient = 64;       // bound on a client's busy time: engines × interval
 
 struct Card {
@@ -39,7 +37,7 @@ struct Card {
 /// A process's DRM descriptors, as found at its last scan.
 struct ProcessFds {
     uint64_t identity = 0;  // ctime of /proc/<pid>: a reused pid is another process
-    uint64_t scanned_ns = 0;
+    uint64_t scanned_ns = 0;  // 0: never scanned (its descriptors are not known yet)
     std::vector<std::string> drm_fds;
     bool present = false;
     bool denied = false;  // its descriptors could not be listed (another user's process, no privilege)
@@ -118,7 +116,11 @@ public:
 
 private:
     void add_card(uint32_t number, const std::string& device_dir, std::vector<MeterZone>& meters, std::vector<std::string>& notes);
-    void rescan_fds(const std::string& pid, ProcessFds& p, uint64_t now);
+    /// Looks at `p`'s descriptors, at most `budget` of them; returns how many it looked at.
+    size_t rescan_fds(uint32_t pid, ProcessFds& p, uint64_t now, size_t budget);
+    /// Refreshes the descriptor lists that are due, within settings_.fd_budget: never-scanned processes
+    /// first, then the stalest. Returns whether every present process has been scanned at least once.
+    bool rescan_due(uint64_t now);
     const Card* card_of(std::string_view pdev) const;
     void add_client(uint32_t pid, const DrmClient& client, uint64_t interval_ns, std::map<ClientKey, ClientCounters>& seen,
                     std::map<std::pair<uint32_t, uint32_t>, GpuProcessUse>& uses);
@@ -128,7 +130,7 @@ private:
     std::vector<keplershm_gpu_device> devices_;
     std::unique_ptr<EnergySource> meters_;  // the cards' hwmon meters, read as sysfs zones
     std::vector<keplershm_zone_info> no_zones_;
-    std::unordered_map<std::string, ProcessFds> processes_;  // by pid
+    std::map<uint32_t, ProcessFds> processes_;  // by pid: a dup'd client counts for the lowest pid holding it
     std::map<ClientKey, ClientCounters> clients_;            // counters at the previous scan
     uint64_t last_scan_ns_ = 0;
     bool warned_denied_ = false;
@@ -190,18 +192,45 @@ const Card* DrmSource::card_of(std::string_view pdev) const {
     return nullptr;
 }
 
-/// The descriptors of `pid` that are DRM device files (their link names /dev/dri/...).
-void DrmSource::rescan_fds(const std::string& pid, ProcessFds& p, uint64_t now) {
+/// The descriptors of `pid` that are DRM device files (their link names /dev/dri/...), when they fit in
+/// `budget`; a process with more descriptors than the whole budget has its first ones looked at (a GPU is
+/// opened early), one that only outgrows what is left waits for the next read (0 returned).
+size_t DrmSource::rescan_fds(uint32_t pid, ProcessFds& p, uint64_t now, size_t budget) {
+    const std::string fd_dir = fmt::format("{}/{}/fd", settings_.proc_root, pid);
+    const std::vector<std::string> fds = list_directory(fd_dir);
+    if (fds.size() > budget && budget < settings_.fd_budget) return 0;
     p.drm_fds.clear();
     p.scanned_ns = now;
-    const std::string fd_dir = settings_.proc_root + "/" + pid + "/fd";
     p.denied = access(fd_dir.c_str(), R_OK | X_OK) != 0 && (errno == EACCES || errno == EPERM);
-    const std::vector<std::string> fds = list_directory(fd_dir);
-    for (size_t i = 0; i < fds.size() && i < kMaxFdsPerProcess; ++i) {
+    const size_t looked = std::min(fds.size(), budget);
+    for (size_t i = 0; i < looked; ++i) {
         char target[64];
         const ssize_t n = readlink((fd_dir + "/" + fds[i]).c_str(), target, sizeof target);
         if (n > 0 && starts_with(std::string_view(target, static_cast<size_t>(n)), "/dev/dri/")) p.drm_fds.push_back(fds[i]);
     }
+    return std::max<size_t>(looked, 1);
+}
+
+bool DrmSource::rescan_due(uint64_t now) {
+    std::vector<std::pair<uint64_t, ProcessFds*>> due;  // (last scan, process): 0 sorts first
+    std::vector<uint32_t> pids;
+    for (auto& [pid, p] : processes_) {
+        if (p.present && (p.scanned_ns == 0 || now - p.scanned_ns >= kFdRescanNs)) {
+            due.emplace_back(p.scanned_ns, &p);
+            pids.push_back(pid);
+        }
+    }
+    std::vector<size_t> order(due.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    // Stable: among processes never scanned, the lower pid first.
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return due[a].first < due[b].first; });
+    size_t left = settings_.fd_budget;
+    for (const size_t i : order) {
+        const size_t looked = left == 0 ? 0 : rescan_fds(pids[i], *due[i].second, now, left);
+        if (looked == 0) break;  // the rest wait for the next read
+        left -= std::min(left, looked);
+    }
+    return std::none_of(processes_.begin(), processes_.end(), [](const auto& e) { return e.second.present && e.second.scanned_ns == 0; });
 }
 
 void DrmSource::add_client(uint32_t pid, const DrmClient& client, uint64_t interval_ns, std::map<ClientKey, ClientCounters>& seen,
@@ -249,25 +278,30 @@ void DrmSource::read_usage(std::vector<GpuProcessUse>& out, uint64_t /*frame_end
         struct stat st{};
         if (stat((settings_.proc_root + "/" + pid).c_str(), &st) != 0) continue;
         const uint64_t identity = static_cast<uint64_t>(st.st_ctim.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(st.st_ctim.tv_nsec);
-        ProcessFds& p = processes_[pid];
-        if (p.identity != identity || now - p.scanned_ns >= kFdRescanNs) {
+        ProcessFds& p = processes_[static_cast<uint32_t>(*number)];
+        if (p.identity != identity) {  // a new process (or a reused pid): not scanned yet
+            p = ProcessFds{};
             p.identity = identity;
-            rescan_fds(pid, p, now);
         }
         p.present = true;
+    }
+    std::erase_if(processes_, [](const auto& entry) { return !entry.second.present; });
+    const bool all_scanned = rescan_due(now);
+    for (const auto& [pid, p] : processes_) {
         for (const std::string& fd : p.drm_fds) {
-            const ReadResult info = read_text_file(settings_.proc_root + "/" + pid + "/fdinfo/" + fd, 8 * 1024);
+            const ReadResult info = read_text_file(fmt::format("{}/{}/fdinfo/{}", settings_.proc_root, pid, fd), 8 * 1024);
             if (!info.ok()) continue;  // closed since the scan
             if (const std::optional<DrmClient> client = parse_drm_fdinfo(info.text)) {
-                add_client(static_cast<uint32_t>(*number), *client, interval_ns, seen, uses);
+                add_client(pid, *client, interval_ns, seen, uses);
             }
         }
     }
-    std::erase_if(processes_, [](const auto& entry) { return !entry.second.present; });
     clients_ = std::move(seen);
-    // Users are known only when every process could be looked at: a process hidden from this one may be
-    // using a GPU, so "nobody" would be a guess (and would make a busy GPU's power its idle power).
-    const bool complete = std::none_of(processes_.begin(), processes_.end(), [](const auto& entry) { return entry.second.denied; });
+    // Users are known only when every process could be looked at: a process hidden from this one, or not
+    // scanned yet (the budget), may be using a GPU, so "nobody" would be a guess (and would make a busy
+    // GPU's power its idle power).
+    const bool complete = all_scanned &&
+                          std::none_of(processes_.begin(), processes_.end(), [](const auto& entry) { return entry.second.denied; });
     if (!complete && !warned_denied_) {
         log_warn("drm: cannot list some processes' file descriptors (needs CAP_DAC_READ_SEARCH and CAP_SYS_PTRACE): "
                  "their GPU use is not seen, and GPU users are published as incomplete");

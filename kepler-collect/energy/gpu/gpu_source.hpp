@@ -50,6 +50,10 @@ struct NvmlSettings {
 struct DrmSettings {
     std::string sysfs_root = "/sys";
     std::string proc_root = "/proc";
+    // Descriptors looked at (readlink) per frame, over all processes: a process's list of DRM descriptors
+    // is refreshed at most every 5 s and as this allows, processes never scanned first. Any local user can
+    // hold tens of thousands of descriptors; without a bound their scan stretched the frame loop.
+    size_t fd_budget = 20'000;
 };
 
 /// AMD and Intel GPUs (and NVIDIA's open nouveau driver) through the kernel: DRM cards, their hwmon meters

@@ -251,6 +251,36 @@ TEST(DrmSource, ACardWithoutAMeterIsKeptForItsUseAndIsNoNewDeviceAtARescan) {
     EXPECT_EQ(uses[0].pid, 100u);
 }
 
+// Processes holding many descriptors (any local user can) do not stretch a frame: at most fd_budget
+// descriptors are looked at per read, processes never scanned first, so a GPU user behind them is found
+// a few reads later, and until every process was scanned the GPU's users are not claimed complete.
+TEST(DrmSource, TheDescriptorScanKeepsToItsBudgetPerReadAndReachesEveryProcess) {
+    TempDir sys, proc;
+    write_cards(sys);
+    for (uint32_t pid = 10; pid < 15; ++pid) {  // five processes with 60 descriptors each, none a GPU's
+        for (int fd = 0; fd < 60; ++fd) link_fd(proc, pid, fd, "/dev/null");
+    }
+    link_fd(proc, 20, 3, "/dev/dri/renderD128");  // the GPU user: listed after them
+    set_fdinfo(proc, 20, 3, amdgpu_fdinfo(7, 1'000'000'000, 0));
+    std::string why;
+    DrmSettings settings{sys.path(), proc.path()};
+    settings.fd_budget = 100;
+    std::unique_ptr<GpuSource> drm = make_drm_source(settings, why);
+    ASSERT_TRUE(drm) << why;
+    std::vector<GpuProcessUse> uses;
+    int reads = 0;
+    for (; reads < 10 && uses.empty(); ++reads) {
+        drm->read_usage(uses, 0);
+        if (uses.empty()) {
+            EXPECT_FALSE(drm->devices()[0].flags & KEPLERSHM_GPU_USAGE_VALID) << "read " << reads << ": users not all seen";
+        }
+    }
+    ASSERT_EQ(uses.size(), 1u) << "the GPU user was never reached";
+    EXPECT_EQ(uses[0].pid, 20u);
+    EXPECT_EQ(reads, 5) << "60 descriptors a process, 100 a read: one process a read (the next waits), the user with the fifth";
+    EXPECT_TRUE(drm->devices()[0].flags & KEPLERSHM_GPU_USAGE_VALID) << "every process scanned";
+}
+
 TEST(DrmSource, NoCardMeansNoSourceAndSaysWhy) {
     TempDir sys, proc;
     sys.write("class/drm/card0/device/uevent", "DRIVER=nvidia\n");
