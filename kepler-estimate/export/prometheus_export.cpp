@@ -98,6 +98,10 @@ void add_health(Exposition& b, const EstimatorSnapshot& est, bool timing) {
     b.add("kepler_estimator_frames_rejected_total", "Broken frames skipped", MetricType::counter, {}, static_cast<double>(h.frames_rejected));
     b.add("kepler_estimator_frames_unestimated_total", "Frames no model could estimate", MetricType::counter, {},
           static_cast<double>(h.frames_unestimated));
+    b.add("kepler_estimator_frames_cut_inexact_total",
+          "Frames whose processes' CPU time the collector could not cut exactly at the frame's end (a slice may sit in "
+          "the neighbouring frame; totals hold)",
+          MetricType::counter, {}, static_cast<double>(h.frames_cut_inexact));
     b.add("kepler_estimator_collector_generations_total",
           "New collector segment generations followed after the first (collector restarts and segment growth)",
           MetricType::counter, {}, static_cast<double>(h.generations_followed));

@@ -121,6 +121,7 @@ bool Estimator::process(const keplershm::FrameView& frame) {
     // SYNC POINT: partner snapshot(): a scrape's copy holds this frame whole or not at all.
     std::lock_guard lock(mutex_);
     ++health_.frames_read;
+    if (frame.header().flags & KEPLERSHM_FRAME_CUT_INEXACT) ++health_.frames_cut_inexact;
     note_continuity(frame);
     if (!features) {
         ++health_.frames_rejected;

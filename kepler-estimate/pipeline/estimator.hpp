@@ -36,6 +36,7 @@ struct Health {
     uint64_t frames_missed = 0;    // frames the collector published that this estimator never saw
     uint64_t frames_rejected = 0;  // broken frames (e.g. an empty interval), counted and skipped
     uint64_t frames_unestimated = 0;  // no model could give node energy
+    uint64_t frames_cut_inexact = 0;  // the collector could not cut the processes' CPU time exactly (CUT_INEXACT)
     uint64_t generations_followed = 0;  // new collector segment generations after the first (restart, growth)
     double uncovered_seconds = 0;       // time between consecutive frames that no interval covers (collector down)
     std::array<uint64_t, kLatencyBounds.size() + 1> latency_buckets{};  // last one: +Inf

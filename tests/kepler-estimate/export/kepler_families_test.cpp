@@ -269,3 +269,17 @@ TEST(KeplerFamilies, EntitiesTheLedgerKeepsApartAreNeverOneLabelSet) {
         }
     }
 }
+
+// Frames the collector flagged CUT_INEXACT are counted, so that a dashboard can tell the per-process split
+// of those frames is within a slice rather than exact.
+TEST(EstimatorHealth, FramesWhoseCutWasInexactAreCounted) {
+    Feed feed(package_and_dram(kProcfsMetrics));
+    Estimator est(EstimatorOptions{});
+    for (int i = 0; i < 4; ++i) {
+        TestFrame f = frame((i + 1) * kSecond);
+        if (i % 2 == 1) f.frame_flags = KEPLERSHM_FRAME_CUT_INEXACT;
+        ASSERT_TRUE(est.process(feed.frame(f)));
+    }
+    EXPECT_EQ(est.health().frames_cut_inexact, 2u);
+    EXPECT_EQ(series_value(collect(est, MetricNames::kepler07), "kepler_estimator_frames_cut_inexact_total"), 2.0);
+}

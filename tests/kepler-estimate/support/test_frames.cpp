@@ -109,6 +109,7 @@ void TestWriter::write(const TestFrame& in) {
     }
     d.unaccounted().cpu_time_ns = in.unaccounted_cpu_ns;
     d.unaccounted().truncated_cpu_time_ns = in.truncated_cpu_ns;
+    d.frame().flags |= in.frame_flags;
     writer_.commit(d);
 }
 

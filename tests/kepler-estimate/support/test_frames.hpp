@@ -46,6 +46,7 @@ struct TestFrame {
     std::vector<uint64_t> cpu_idle_ns;
     std::vector<uint64_t> cpu_irq_ns;   // per CPU: busy time no task explains (kernel time)
     uint64_t truncated_cpu_ns = 0;      // of unaccounted_cpu_ns: processes left out for capacity
+    uint32_t frame_flags = 0;           // keplershm_frame_flag bits the collector sets (FIRST, TRUNCATED: by the writer)
     std::vector<keplershm_gpu_device> gpu_devices;  // 1.4 (the writer needs gpu capacities)
     std::vector<keplershm_gpu_usage> gpu_usage;
 };
