@@ -212,21 +212,19 @@ size_t DrmSource::rescan_fds(uint32_t pid, ProcessFds& p, uint64_t now, size_t b
 }
 
 bool DrmSource::rescan_due(uint64_t now) {
-    std::vector<std::pair<uint64_t, ProcessFds*>> due;  // (last scan, process): 0 sorts first
-    std::vector<uint32_t> pids;
+    struct Due {
+        uint64_t scanned_ns;  // 0 (never) sorts first
+        uint32_t pid;
+        ProcessFds* fds;
+    };
+    std::vector<Due> due;  // in pid order (processes_ is a map): stable sorting keeps the lower pid first
     for (auto& [pid, p] : processes_) {
-        if (p.present && (p.scanned_ns == 0 || now - p.scanned_ns >= kFdRescanNs)) {
-            due.emplace_back(p.scanned_ns, &p);
-            pids.push_back(pid);
-        }
+        if (p.present && (p.scanned_ns == 0 || now - p.scanned_ns >= kFdRescanNs)) due.push_back({p.scanned_ns, pid, &p});
     }
-    std::vector<size_t> order(due.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    // Stable: among processes never scanned, the lower pid first.
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return due[a].first < due[b].first; });
+    std::stable_sort(due.begin(), due.end(), [](const Due& a, const Due& b) { return a.scanned_ns < b.scanned_ns; });
     size_t left = settings_.fd_budget;
-    for (const size_t i : order) {
-        const size_t looked = left == 0 ? 0 : rescan_fds(pids[i], *due[i].second, now, left);
+    for (const Due& d : due) {
+        const size_t looked = left == 0 ? 0 : rescan_fds(d.pid, *d.fds, now, left);
         if (looked == 0) break;  // the rest wait for the next read
         left -= std::min(left, looked);
     }
