@@ -239,18 +239,32 @@ TEST(RedfishSource, HeldPowerBecomesEnergyAndAHungBmcNeverDelaysARead) {
     EXPECT_GE(back[0].energy_total_uj, second[0].energy_total_uj) << "totals never go back";
 }
 
-TEST(RedfishSource, TheSuppliesOwnCounterDisciplinesTheTotal) {
+/// A BMC with one supply, 1U/Bay1, drawing 100 W and publishing its energy counter (10 kWh to start),
+/// and the source reading it every `poll` (readings stale after 2 s).
+struct CountingBmc {
+    explicit CountingBmc(std::chrono::milliseconds poll) : bmc(options(), dir.path()) {
+        bmc.set_input_watts("1U", "Bay1", 100);
+        bmc.set_energy_kwh("1U", "Bay1", 10.0);
+        BmcConfig config = config_for(bmc);
+        config.poll_interval = poll;
+        config.max_age = 2s;
+        source = make_redfish_source(config);
+    }
+    static FakeBmcOptions options() {
+        FakeBmcOptions o;
+        o.energy_kwh = true;
+        o.power_supplies = {"Bay1"};
+        return o;
+    }
     testing::TempDir dir;
-    FakeBmcOptions options;
-    options.energy_kwh = true;
-    options.power_supplies = {"Bay1"};
-    FakeBmc bmc(options, dir.path());
-    bmc.set_input_watts("1U", "Bay1", 100);
-    bmc.set_energy_kwh("1U", "Bay1", 10.0);
-    BmcConfig config = config_for(bmc);
-    config.poll_interval = 100ms;
-    config.max_age = 2s;
-    std::unique_ptr<EnergySource> source = make_redfish_source(config);
+    FakeBmc bmc;
+    std::unique_ptr<EnergySource> source;
+};
+
+TEST(RedfishSource, TheSuppliesOwnCounterDisciplinesTheTotal) {
+    CountingBmc counting(100ms);
+    FakeBmc& bmc = counting.bmc;
+    EnergySource* source = counting.source.get();
     std::vector<keplershm_zone_sample> s(1);
     source->read(s, monotonic_now_ns());  // baseline
     std::this_thread::sleep_for(300ms);
@@ -267,17 +281,9 @@ TEST(RedfishSource, TheSuppliesOwnCounterDisciplinesTheTotal) {
 // (past what a 64-bit µJ total holds; the total went back to 0): the jumps are no energy, the total
 // never goes back, and the zone keeps counting its 100 W from the counter's new value.
 TEST(RedfishSource, AnEnergyCounterThatJumpsAddsNothingAndTheTotalNeverGoesBack) {
-    testing::TempDir dir;
-    FakeBmcOptions options;
-    options.energy_kwh = true;
-    options.power_supplies = {"Bay1"};
-    FakeBmc bmc(options, dir.path());
-    bmc.set_input_watts("1U", "Bay1", 100);
-    bmc.set_energy_kwh("1U", "Bay1", 10.0);
-    BmcConfig config = config_for(bmc);
-    config.poll_interval = 50ms;
-    config.max_age = 2s;
-    std::unique_ptr<EnergySource> source = make_redfish_source(config);
+    CountingBmc counting(50ms);
+    FakeBmc& bmc = counting.bmc;
+    EnergySource* source = counting.source.get();
     std::vector<keplershm_zone_sample> s(1);
     source->read(s, monotonic_now_ns());  // the baseline
     const auto start = std::chrono::steady_clock::now();

@@ -144,6 +144,14 @@ TEST(PodResources, AnAnswerLargerThanTheLimitIsRefused) {
     EXPECT_EQ(roomy.list(dropped).by_device.size(), 200u);
 }
 
+/// Waits up to 20 s for `done` (the watch's thread answers every 20 ms in these tests).
+template <typename Done>
+bool wait_for(Done done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return done();
+}
+
 TEST(PodResources, TheWatchFollowsChangesAndKeepsTheLastAnswerWhileTheKubeletFails) {
     estimate_test::TempDir dir;
     FakeKubelet kubelet(dir.path() / "kubelet.sock");
@@ -151,11 +159,6 @@ TEST(PodResources, TheWatchFollowsChangesAndKeepsTheLastAnswerWhileTheKubeletFai
     PodResourcesOptions o = options_for(kubelet);
     o.refresh = std::chrono::milliseconds(20);
     PodResourcesWatch watch(o);
-    auto wait_for = [](auto done) {
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-        while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        return done();
-    };
     ASSERT_TRUE(wait_for([&] { return watch.current()->holders(nvidia("GPU-1")) != nullptr; }));
 
     kubelet.set_failure(grpc::Status(grpc::StatusCode::UNAVAILABLE, "down"));
@@ -179,11 +182,6 @@ TEST(PodResources, TheLastAnswerIsDroppedOnceTheKubeletHasNotAnsweredForTheExpir
     o.refresh = std::chrono::milliseconds(20);
     o.expiry = std::chrono::milliseconds(600);
     PodResourcesWatch watch(o);
-    auto wait_for = [](auto done) {
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-        while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        return done();
-    };
     ASSERT_TRUE(wait_for([&] { return watch.current()->holders(nvidia("GPU-1")) != nullptr; }));
     // Every answer from here on came after `before`: an answer counted after it is later than it.
     const auto before = std::chrono::steady_clock::now();
